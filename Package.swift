@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "PhoneAuthEmulator",
+    products: [
+        .executable(name: "phone-auth-emulator", targets: ["phone-auth-emulator"]),
+        .executable(name: "phone-auth", targets: ["phone-auth"]),
+    ],
+    targets: [
+        // C shims: the Linux calls Swift's Glibc module does not export (epoll, eventfd, accept4, sigwait helpers).
+        .target(name: "CSystem"),
+        // OpenSSL 3 through the system library (libssl-dev); macros wrapped in shim.h.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // JSON, logging, base64url, small helpers shared by every layer.
+        .target(name: "EmulatorSupport"),
+        // RS256 signing and verification, X.509 and JWKS on OpenSSL's EVP API.
+        .target(name: "JWT", dependencies: ["COpenSSL", "EmulatorSupport"]),
+        // HTTP/1.1 over epoll; knows nothing of Firebase.
+        .target(name: "HTTPServer", dependencies: ["CSystem", "EmulatorSupport"]),
+        // The domain: phone numbers, sessions, users, config, errors, clock. No sockets, no OpenSSL.
+        .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport"]),
+        // Routes and handlers: the Firebase wire surface.
+        .target(name: "PhoneAuthAPI", dependencies: ["PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
+        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthAPI", "CSystem"]),
+        .executableTarget(name: "phone-auth", dependencies: ["EmulatorSupport"]),
+        .testTarget(name: "EmulatorSupportTests", dependencies: ["EmulatorSupport"]),
+        .testTarget(name: "JWTTests", dependencies: ["JWT", "EmulatorSupport"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CSystem"]),
+        .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore"]),
+        .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

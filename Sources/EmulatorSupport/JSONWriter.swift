@@ -1,0 +1,97 @@
+extension JSON {
+    /// Compact serialization as UTF-8 bytes.
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONWriter.write(self, into: &out, indent: nil, level: 0)
+        return out
+    }
+
+    /// Serialization with two-space indentation (for files and people).
+    public func prettySerialized() -> [UInt8] {
+        var out: [UInt8] = []
+        JSONWriter.write(self, into: &out, indent: 2, level: 0)
+        out.append(0x0A)
+        return out
+    }
+
+    public var serializedString: String { String(decoding: serialized(), as: UTF8.self) }
+    public var prettyString: String { String(decoding: prettySerialized(), as: UTF8.self) }
+}
+
+enum JSONWriter {
+    static func write(_ v: JSON, into out: inout [UInt8], indent: Int?, level: Int) {
+        switch v {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let d): writeNumber(d, into: &out)
+        case .string(let s): writeString(s, into: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            for (n, e) in a.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                newline(&out, indent, level + 1)
+                write(e, into: &out, indent: indent, level: level + 1)
+            }
+            if !a.isEmpty { newline(&out, indent, level) }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for (k, e) in o {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                newline(&out, indent, level + 1)
+                writeString(k, into: &out)
+                out.append(UInt8(ascii: ":"))
+                if indent != nil { out.append(0x20) }
+                write(e, into: &out, indent: indent, level: level + 1)
+            }
+            if !o.isEmpty { newline(&out, indent, level) }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func newline(_ out: inout [UInt8], _ indent: Int?, _ level: Int) {
+        guard let indent else { return }
+        out.append(0x0A)
+        out.append(contentsOf: repeatElement(0x20, count: indent * level))
+    }
+
+    static func writeNumber(_ d: Double, into out: inout [UInt8]) {
+        if !d.isFinite {
+            out.append(contentsOf: "null".utf8)
+        } else if d.rounded() == d, abs(d) < 9.0e15 {
+            out.append(contentsOf: String(Int64(d)).utf8)
+        } else {
+            out.append(contentsOf: d.description.utf8)
+        }
+    }
+
+    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(0x22)
+        var s = s
+        s.withUTF8 { buf in
+            var start = 0
+            for idx in 0..<buf.count {
+                let b = buf[idx]
+                if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
+                if idx > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<idx])) }
+                start = idx + 1
+                switch b {
+                case 0x22: out.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                default:
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+                }
+            }
+            if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<buf.count])) }
+        }
+        out.append(0x22)
+    }
+}

@@ -1,0 +1,211 @@
+/// An HTTP-level failure, answered with its status and then the connection is closed.
+public struct HTTPParseError: Error, Sendable, Equatable {
+    public let status: Int
+    public let message: String
+
+    public static func badRequest(_ m: String) -> HTTPParseError { HTTPParseError(status: 400, message: m) }
+    public static let headersTooLarge = HTTPParseError(status: 431, message: "Request header fields too large.")
+    public static let bodyTooLarge = HTTPParseError(status: 413, message: "Request body too large.")
+    public static let chunkedNotSupported = HTTPParseError(status: 411, message: "Chunked request bodies are not supported; send Content-Length.")
+    public static let versionNotSupported = HTTPParseError(status: 505, message: "HTTP version not supported.")
+    public static let timeout = HTTPParseError(status: 408, message: "Request timeout.")
+}
+
+public struct HTTPLimits: Sendable {
+    public var maxHeadBytes = 64 * 1024
+    public var maxBodyBytes = 1024 * 1024
+    public var maxHeaderCount = 256
+    public init() {}
+}
+
+/// An incremental HTTP/1.x request parser over raw bytes. Pure: no I/O, no clocks.
+///
+/// Feed it the connection's unread bytes (`buffer[start...]`); it returns a request and how many bytes it used,
+/// asks for more, or fails with the status to answer. It remembers a parsed head while the body arrives.
+public struct HTTPRequestParser: Sendable {
+    public enum Outcome: Sendable {
+        case needMore
+        case request(HTTPRequest, consumed: Int)
+        case failure(HTTPParseError)
+    }
+
+    private struct Head: Sendable {
+        var request: HTTPRequest
+        var headLength: Int
+        var bodyLength: Int
+    }
+
+    public var limits: HTTPLimits
+    private var head: Head?
+    private var scanned = 0
+
+    public init(limits: HTTPLimits = HTTPLimits()) { self.limits = limits }
+
+    /// True when part of a request has been seen but not all of it.
+    public var isMidRequest: Bool { head != nil || scanned > 0 }
+
+    public mutating func parse(_ buffer: [UInt8], from start: Int, remoteAddress: String = "") -> Outcome {
+        buffer.withUnsafeBufferPointer { all in
+            parse(UnsafeBufferPointer(rebasing: all[start..<all.count]), remoteAddress: remoteAddress)
+        }
+    }
+
+    public mutating func parse(_ buf: UnsafeBufferPointer<UInt8>, remoteAddress: String) -> Outcome {
+        if head == nil {
+            // Skip empty lines before a request line (RFC 9112 §2.2).
+            var lead = 0
+            while lead < buf.count, buf[lead] == 0x0D || buf[lead] == 0x0A { lead += 1 }
+            if lead > 0 && lead == buf.count { return lead > 8 ? .failure(.badRequest("Empty request.")) : .needMore }
+            // Find the end of the head: LF (CR)? LF.
+            var i = max(lead, scanned)
+            var end = -1
+            while i < buf.count {
+                if buf[i] == 0x0A {
+                    if i + 1 < buf.count, buf[i + 1] == 0x0A { end = i + 2; break }
+                    if i + 2 < buf.count, buf[i + 1] == 0x0D, buf[i + 2] == 0x0A { end = i + 3; break }
+                }
+                i += 1
+            }
+            if end < 0 {
+                scanned = max(lead, buf.count - 2)
+                if buf.count - lead > limits.maxHeadBytes { return .failure(.headersTooLarge) }
+                return .needMore
+            }
+            if end - lead > limits.maxHeadBytes { return .failure(.headersTooLarge) }
+            switch parseHead(UnsafeBufferPointer(rebasing: buf[lead..<end]), remoteAddress: remoteAddress) {
+            case .success(var h):
+                h.headLength += lead
+                head = h
+            case .failure(let e):
+                return .failure(e)
+            }
+        }
+        guard let h = head else { return .needMore }
+        let total = h.headLength + h.bodyLength
+        guard buf.count >= total else { return .needMore }
+        var req = h.request
+        if h.bodyLength > 0 { req.body = Array(UnsafeBufferPointer(rebasing: buf[h.headLength..<total])) }
+        head = nil
+        scanned = 0
+        return .request(req, consumed: total)
+    }
+
+    private static func isTokenChar(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
+    }
+
+    private func parseHead(_ b: UnsafeBufferPointer<UInt8>, remoteAddress: String) -> Result<Head, HTTPParseError> {
+        // Split into lines (strip CR before LF); the final empty line ends the head.
+        var lines: [Range<Int>] = []
+        var lineStart = 0
+        for i in 0..<b.count where b[i] == 0x0A {
+            var e = i
+            if e > lineStart, b[e - 1] == 0x0D { e -= 1 }
+            lines.append(lineStart..<e)
+            lineStart = i + 1
+        }
+        guard let requestLine = lines.first, !requestLine.isEmpty else { return .failure(.badRequest("Malformed request line.")) }
+        // Request line: method SP target SP version.
+        let rl = UnsafeBufferPointer(rebasing: b[requestLine])
+        guard let sp1 = rl.firstIndex(of: 0x20) else { return .failure(.badRequest("Malformed request line.")) }
+        let afterMethod = sp1 + 1
+        guard afterMethod < rl.count, let sp2rel = rl[afterMethod...].firstIndex(of: 0x20) else {
+            return .failure(.badRequest("Malformed request line."))
+        }
+        let methodBytes = rl[0..<sp1]
+        let targetBytes = rl[afterMethod..<sp2rel]
+        let versionBytes = rl[(sp2rel + 1)...]
+        guard !methodBytes.isEmpty, methodBytes.count <= 32, methodBytes.allSatisfy(Self.isTokenChar) else {
+            return .failure(.badRequest("Malformed request line."))
+        }
+        guard !targetBytes.isEmpty, targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            return .failure(.badRequest("Malformed request target."))
+        }
+        let version = Array(versionBytes)
+        let minor: Int
+        if version == Array("HTTP/1.1".utf8) {
+            minor = 1
+        } else if version == Array("HTTP/1.0".utf8) {
+            minor = 0
+        } else if version.count == 8, version.starts(with: "HTTP/".utf8), version[6] == UInt8(ascii: "."),
+            (0x30...0x39).contains(version[5]), (0x30...0x39).contains(version[7])
+        {
+            return .failure(.versionNotSupported)
+        } else {
+            return .failure(.badRequest("Malformed request line."))
+        }
+        let method = String(decoding: methodBytes, as: UTF8.self)
+        let target = String(decoding: targetBytes, as: UTF8.self)
+
+        var headers = HTTPHeaders()
+        var contentLength: Int? = nil
+        var connectionClose = false
+        var connectionKeepAlive = false
+        var sawTransferEncoding = false
+        var count = 0
+        for line in lines.dropFirst() where !line.isEmpty {
+            let l = UnsafeBufferPointer(rebasing: b[line])
+            if l[0] == 0x20 || l[0] == 0x09 { return .failure(.badRequest("Obsolete header line folding.")) }
+            guard let colon = l.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return .failure(.badRequest("Malformed header line.")) }
+            let nameBytes = l[0..<colon]
+            guard nameBytes.allSatisfy(Self.isTokenChar) else { return .failure(.badRequest("Malformed header name.")) }
+            var vs = colon + 1
+            var ve = l.count
+            while vs < ve, l[vs] == 0x20 || l[vs] == 0x09 { vs += 1 }
+            while ve > vs, l[ve - 1] == 0x20 || l[ve - 1] == 0x09 { ve -= 1 }
+            let valueBytes = l[vs..<ve]
+            if valueBytes.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                return .failure(.badRequest("Invalid character in header value."))
+            }
+            count += 1
+            if count > limits.maxHeaderCount { return .failure(.headersTooLarge) }
+            let name = String(decoding: nameBytes, as: UTF8.self)
+            let value = String(decoding: valueBytes, as: UTF8.self)
+            let lname = name.lowercased()
+            if lname == "content-length" {
+                guard !valueBytes.isEmpty, valueBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                    return .failure(.badRequest("Invalid Content-Length."))
+                }
+                var n = 0
+                for d in valueBytes {
+                    n = n * 10 + Int(d - 0x30)
+                    if n > limits.maxBodyBytes { return .failure(.bodyTooLarge) }
+                }
+                if let existing = contentLength, existing != n { return .failure(.badRequest("Conflicting Content-Length headers.")) }
+                contentLength = n
+            } else if lname == "transfer-encoding" {
+                sawTransferEncoding = true
+            } else if lname == "connection" {
+                for token in value.lowercased().split(separator: ",") {
+                    let t = token.trimmedHTTPWhitespace()
+                    if t == "close" { connectionClose = true }
+                    if t == "keep-alive" { connectionKeepAlive = true }
+                }
+            }
+            headers.add(name, value)
+        }
+        if sawTransferEncoding {
+            if contentLength != nil { return .failure(.badRequest("Both Transfer-Encoding and Content-Length.")) }
+            return .failure(.chunkedNotSupported)
+        }
+        let keepAlive = minor == 1 ? !connectionClose : (connectionKeepAlive && !connectionClose)
+        let req = HTTPRequest(method: method, target: target, versionMinor: minor, headers: headers, body: [],
+                              remoteAddress: remoteAddress, keepAlive: keepAlive)
+        return .success(Head(request: req, headLength: b.count, bodyLength: contentLength ?? 0))
+    }
+}
+
+extension StringProtocol {
+    func trimmedHTTPWhitespace() -> Substring {
+        let set = " \t"
+        var s = self[...]
+        while let f = s.first, set.contains(f) { s = s.dropFirst() }
+        while let l = s.last, set.contains(l) { s = s.dropLast() }
+        return Substring(s)
+    }
+}

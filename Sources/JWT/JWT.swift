@@ -1,0 +1,81 @@
+import EmulatorSupport
+
+/// A JWT split into its parts. Decoding never verifies; call `SigningKey.verify` or check `alg` yourself.
+public struct DecodedJWT: Sendable {
+    public let header: JSONObject
+    public let payload: JSONObject
+    public let signingInput: [UInt8]
+    public let signature: [UInt8]
+
+    public var algorithm: String? { header["alg"]?.stringValue }
+    public var keyID: String? { header["kid"]?.stringValue }
+
+    /// Splits `b64(header).b64(payload).b64(signature)`; nil unless both JSON parts are objects.
+    public init?(_ token: String) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, token.utf8.count < 64 * 1024,
+            let h = Base64URL.decode(parts[0]), let p = Base64URL.decode(parts[1]), let s = Base64URL.decode(parts[2]),
+            case .object(let ho)? = try? JSONParser.parse(h, maxDepth: 16),
+            case .object(let po)? = try? JSONParser.parse(p, maxDepth: 32)
+        else { return nil }
+        header = ho
+        payload = po
+        signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        signature = s
+    }
+}
+
+/// The one place that builds `b64url(header).b64url(payload)`.
+public enum JWTSerializer {
+    public static func signingInput(header: JSONObject, payload: JSONObject) -> [UInt8] {
+        var out = Base64URL.encodeBytes(JSON.object(header).serialized())
+        out.append(UInt8(ascii: "."))
+        out.append(contentsOf: Base64URL.encodeBytes(JSON.object(payload).serialized()))
+        return out
+    }
+
+    /// An unsigned token exactly like the official emulator's: `{"alg":"none","typ":"JWT"}` and an empty signature.
+    public static func unsigned(payload: JSONObject) -> String {
+        var input = signingInput(header: ["alg": "none", "typ": "JWT"], payload: payload)
+        input.append(UInt8(ascii: "."))
+        return String(decoding: input, as: UTF8.self)
+    }
+}
+
+/// A signing key with its published identity: `kid`, X.509 certificate and JWK.
+public struct SigningKey: Sendable {
+    public let key: RSAKey
+    public let kid: String
+    public let certificatePEM: String
+    public let jwk: JSONObject
+
+    /// Derives the kid (40 hex characters of the SPKI SHA-256, like Google's) and the certificate.
+    public init(key: RSAKey, createdAt: Int64) throws {
+        self.key = key
+        let digest = sha256(try key.publicKeyDER())
+        let hex = Array("0123456789abcdef".utf8)
+        var kidBytes: [UInt8] = []
+        for b in digest.prefix(20) { kidBytes.append(hex[Int(b >> 4)]); kidBytes.append(hex[Int(b & 15)]) }
+        kid = String(decoding: kidBytes, as: UTF8.self)
+        certificatePEM = try X509Certificate.selfSignedPEM(
+            key: key, commonName: "securetoken.system.gserviceaccount.com", serial: Int(createdAt & 0x7fff_ffff) | 1,
+            notBefore: createdAt - 86_400, validSeconds: 20 * 365 * 86_400)
+        jwk = [
+            "kty": "RSA", "alg": "RS256", "use": "sig", "kid": .string(kid),
+            "n": .string(Base64URL.encode(try key.modulus())), "e": .string(Base64URL.encode(try key.exponent())),
+        ]
+    }
+
+    /// Signs `payload` as RS256 with this key's kid.
+    public func sign(payload: JSONObject) throws -> String {
+        var input = JWTSerializer.signingInput(header: ["alg": "RS256", "kid": .string(kid), "typ": "JWT"], payload: payload)
+        let sig = try key.signSHA256(input)
+        input.append(UInt8(ascii: "."))
+        input.append(contentsOf: Base64URL.encodeBytes(sig))
+        return String(decoding: input, as: UTF8.self)
+    }
+
+    public func verify(_ jwt: DecodedJWT) -> Bool {
+        jwt.algorithm == "RS256" && key.verifySHA256(signature: jwt.signature, message: jwt.signingInput)
+    }
+}
