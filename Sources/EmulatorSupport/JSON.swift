@@ -99,3 +99,37 @@ public struct JSONObject: Sendable, Equatable, Sequence {
 extension JSONObject: ExpressibleByDictionaryLiteral {
     public init(dictionaryLiteral elements: (String, JSON)...) { self.init(elements) }
 }
+
+extension JSONObject {
+    /// Deep merge: objects merge recursively, everything else (arrays, scalars) is replaced.
+    /// Keys listed in `replaceWhole` are replaced even when both sides are objects (maps such as phone → code).
+    public func merging(_ other: JSONObject, replaceWhole: Set<String> = []) -> JSONObject {
+        var out = self
+        for (k, v) in other {
+            if case .object(let mine)? = out[k], case .object(let theirs) = v, !replaceWhole.contains(k) {
+                out[k] = .object(mine.merging(theirs, replaceWhole: replaceWhole))
+            } else {
+                out[k] = v
+            }
+        }
+        return out
+    }
+
+    /// The value at a dotted path (`signIn.phoneNumber.enabled`).
+    public func value(atPath path: [String]) -> JSON? {
+        guard let first = path.first else { return .object(self) }
+        guard let v = self[first] else { return nil }
+        if path.count == 1 { return v }
+        guard case .object(let o) = v else { return nil }
+        return o.value(atPath: Array(path.dropFirst()))
+    }
+
+    /// Sets (or with nil removes) the value at a dotted path, creating objects on the way.
+    public mutating func setValue(_ value: JSON?, atPath path: [String]) {
+        guard let first = path.first else { return }
+        if path.count == 1 { self[first] = value; return }
+        var child = self[first]?.objectValue ?? JSONObject()
+        child.setValue(value, atPath: Array(path.dropFirst()))
+        self[first] = child.isEmpty && value == nil ? nil : .object(child)
+    }
+}

@@ -1,0 +1,63 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// `GET/PATCH /identitytoolkit.googleapis.com/v2/projects/{p}/config` (admin), production's Config resource.
+/// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`) and `smsRegionConfig`; other fields are stored
+/// and returned as given. PATCH honours `?updateMask=` (comma-separated paths; a masked path absent from the body
+/// is cleared); without a mask, the body's fields are merged.
+enum AdminConfig {
+    static func document(_ c: ProjectConfig, projectId: String) -> JSONObject {
+        var doc = c.passthrough
+        doc["name"] = .string("projects/\(projectId)/config")
+        var signIn = doc["signIn"]?.objectValue ?? JSONObject()
+        signIn["phoneNumber"] = ["enabled": .bool(c.phoneEnabled), "testPhoneNumbers": ProjectConfig.testNumbersJSON(c.testPhoneNumbers)]
+        doc["signIn"] = .object(signIn)
+        doc["smsRegionConfig"] = c.smsRegionJSON
+        return doc
+    }
+
+    static func get(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        Reply(.object(document(app.emulator.config(StoreKey(projectId: call.projectId)), projectId: call.projectId)))
+    }
+
+    static func patch(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = StoreKey(projectId: call.projectId)
+        let current = app.emulator.config(key)
+        var doc = document(current, projectId: call.projectId)
+        let masks = call.queryValues("updateMask").flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        if masks.isEmpty {
+            doc = doc.merging(call.body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig"])
+        } else {
+            for m in masks {
+                let path = m.split(separator: ".").map(String.init)
+                guard !path.isEmpty, path.allSatisfy({ !$0.isEmpty }) else { throw AuthError.invalidArgument("Invalid update mask path: \(m)") }
+                doc.setValue(call.body.value(atPath: path), atPath: path)
+            }
+        }
+        var updated = current
+        do {
+            let phone = doc.value(atPath: ["signIn", "phoneNumber"])?.objectValue ?? JSONObject()
+            if let e = phone["enabled"] {
+                guard case .bool(let b) = e else { throw ConfigError(path: "signIn.phoneNumber.enabled", message: "must be true or false") }
+                updated.phoneEnabled = b
+            } else {
+                updated.phoneEnabled = false
+            }
+            updated.testPhoneNumbers = try phone["testPhoneNumbers"].map { v throws(ConfigError) in
+                try ProjectConfig.parseTestNumbers(v, path: "signIn.phoneNumber.testPhoneNumbers")
+            } ?? [:]
+            updated.smsRegion = try doc["smsRegionConfig"].map { v throws(ConfigError) in
+                try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig")
+            } ?? .allowByDefault(disallowed: [])
+        } catch let e as ConfigError {
+            throw AuthError.invalidArgument("Invalid config: \(e.description)")
+        }
+        var rest = doc
+        rest["name"] = nil
+        rest["smsRegionConfig"] = nil
+        rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
+        updated.passthrough = rest
+        app.emulator.replaceConfig(key, updated)
+        return Reply(.object(document(updated, projectId: call.projectId)))
+    }
+}

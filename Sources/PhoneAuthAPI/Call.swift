@@ -1,0 +1,113 @@
+import EmulatorSupport
+import HTTPServer
+import PhoneAuthCore
+
+/// One API call after routing and authentication: the parsed body plus who is calling and for which project.
+struct Call: Sendable {
+    let request: HTTPRequest
+    let query: [(String, String)]
+    var body: JSONObject
+    let apiKey: String?
+    /// Authenticated with `Authorization: Bearer owner` (admin).
+    let privileged: Bool
+    var projectId: String
+    /// `/tenants/{t}/` from the path, if any.
+    let pathTenant: String?
+    let pathParams: [String: String]
+
+    func queryValue(_ name: String) -> String? { query.last(where: { $0.0 == name })?.1 }
+    func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
+
+    /// A string field; integral numbers are accepted as their decimal text (as the official emulator does).
+    func string(_ name: String) throws(AuthError) -> String? {
+        guard let v = body[name] else { return nil }
+        switch v {
+        case .null: return nil
+        case .string(let s): return s
+        case .number: if let n = v.int64Value { return String(n) }
+        default: break
+        }
+        throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_STRING), \(v.serializedString.prefix(100))")
+    }
+
+    func bool(_ name: String) throws(AuthError) -> Bool? {
+        guard let v = body[name] else { return nil }
+        switch v {
+        case .null: return nil
+        case .bool(let b): return b
+        default: throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_BOOL), \(v.serializedString.prefix(100))")
+        }
+    }
+
+    func object(_ name: String) throws(AuthError) -> JSONObject? {
+        guard let v = body[name] else { return nil }
+        switch v {
+        case .null: return nil
+        case .object(let o): return o
+        default: throw AuthError.invalidJSON("Invalid value at '\(name)' (type.googleapis.com/\(name)), \(v.serializedString.prefix(100))")
+        }
+    }
+
+    /// A repeated string field; a single string is accepted as a one-element list.
+    func strings(_ name: String) throws(AuthError) -> [String] {
+        guard let v = body[name] else { return [] }
+        switch v {
+        case .null: return []
+        case .string(let s): return [s]
+        case .array(let items):
+            var out: [String] = []
+            for i in items {
+                guard let s = i.stringValue else { throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_STRING), \(i.serializedString.prefix(100))") }
+                out.append(s)
+            }
+            return out
+        default:
+            throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_STRING), \(v.serializedString.prefix(100))")
+        }
+    }
+
+    /// The tenant of this call: the path's, else the body's `tenantId`; both given and different → `TENANT_ID_MISMATCH`.
+    func tenant() throws(AuthError) -> String? {
+        let bodyTenant = try string("tenantId").flatMap { $0.isEmpty ? nil : $0 }
+        if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError("TENANT_ID_MISMATCH") }
+        return pathTenant ?? bodyTenant
+    }
+
+    func storeKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try tenant()) }
+}
+
+/// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.
+struct Reply: Sendable {
+    var status = 200
+    var json: JSON?
+    var raw: [UInt8]? = nil
+    var contentType = "application/json; charset=utf-8"
+    var headers: [(String, String)] = []
+
+    init(_ json: JSON, status: Int = 200, headers: [(String, String)] = []) {
+        self.json = json
+        self.status = status
+        self.headers = headers
+    }
+
+    init(status: Int, raw: [UInt8], contentType: String, headers: [(String, String)] = []) {
+        self.status = status
+        self.raw = raw
+        self.contentType = contentType
+        self.headers = headers
+    }
+}
+
+/// The Google error envelope; the one place it is rendered.
+enum ErrorEnvelope {
+    static func render(_ e: AuthError) -> JSON {
+        [
+            "error": [
+                "code": .int(e.httpStatus),
+                "message": .string(e.message),
+                "errors": [["message": .string(e.message), "domain": "global", "reason": .string(e.reason)]],
+                "status": .string(e.status),
+            ]
+        ]
+    }
+}

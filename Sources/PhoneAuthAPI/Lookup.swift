@@ -1,0 +1,32 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// `accounts:lookup` (legacy `getAccountInfo`): with an `idToken` the caller's own record; as admin by
+/// `localId[]`, `phoneNumber[]` or `email[]`. No match → 200 without `users` (what production sends).
+enum Lookup {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        var o: JSONObject = ["kind": "identitytoolkit#GetAccountInfoResponse"]
+        let idToken = try call.string("idToken")
+        if let idToken, !idToken.isEmpty {
+            let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.tenant())
+            o["users"] = [UserJSON.render(user)]
+            return Reply(.object(o))
+        }
+        guard call.privileged else { throw AuthError("MISSING_ID_TOKEN") }
+        let key = try call.storeKey()
+        let localIds = try call.strings("localId")
+        let phones = try call.strings("phoneNumber")
+        let emails = try call.strings("email").map { $0.lowercased() }
+        let users = app.emulator.store(key).read { s -> [UserRecord] in
+            var seen = Set<String>()
+            var out: [UserRecord] = []
+            func add(_ u: UserRecord?) { if let u, seen.insert(u.localId).inserted { out.append(u) } }
+            for id in localIds { add(s.users[id]) }
+            for p in phones { add((try? PhoneNumber(parsing: p)).flatMap { s.user(phone: $0.e164) }) }
+            if !emails.isEmpty { for u in s.users.values where u.email.map({ emails.contains($0.lowercased()) }) ?? false { add(u) } }
+            return out
+        }
+        if !users.isEmpty { o["users"] = .array(users.map(UserJSON.render)) }
+        return Reply(.object(o))
+    }
+}

@@ -1,0 +1,178 @@
+import EmulatorSupport
+import HTTPServer
+import PhoneAuthCore
+
+/// Who may call a route.
+enum Access: Sendable {
+    /// API key (`?key=` / `x-goog-api-key`) or admin Bearer.
+    case client
+    /// API key only (Secure Token).
+    case apiKey
+    /// `Authorization: Bearer owner` only.
+    case admin
+    /// Client or admin; a path project needs admin (`INSUFFICIENT_PERMISSION` otherwise).
+    case adminPath
+    /// No credentials (emulator API, keys, status).
+    case open
+}
+
+enum BodyKind: Sendable { case none, json, jsonOrForm }
+
+typealias Handler = @Sendable (PhoneAuthApp, Call) throws -> Reply
+
+struct Route: Sendable {
+    let access: Access
+    let body: BodyKind
+    /// Signs tokens: run on the signing pool, never on an event loop.
+    let offload: Bool
+    let handler: Handler
+    var projectId: String? = nil
+    var tenantId: String? = nil
+    var params: [String: String] = [:]
+    /// Legacy v3 path (iOS): replies carry `kind`.
+    var legacy = false
+}
+
+enum Router {
+    enum Match {
+        case route(Route)
+        case methodNotAllowed
+        case notFound
+    }
+
+    static func match(method: String, path: Substring) -> Match {
+        let segs = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { URLEncoding.percentDecode($0, plusAsSpace: false) }
+        guard let host = segs.first else { return .notFound }
+        let rest = Array(segs.dropFirst())
+        let m = method == "HEAD" ? "GET" : method
+        switch host {
+        case "":
+            if segs.count == 1 { return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: Status.root)) : .methodNotAllowed }
+        case "identitytoolkit.googleapis.com":
+            return identityToolkit(m, rest)
+        case "securetoken.googleapis.com":
+            if rest == ["v1", "token"] {
+                return m == "POST" ? .route(Route(access: .apiKey, body: .jsonOrForm, offload: true, handler: SecureToken.grant)) : .methodNotAllowed
+            }
+        case "www.googleapis.com":
+            if rest.count == 4, rest[0] == "identitytoolkit", rest[1] == "v3", rest[2] == "relyingparty" {
+                guard var r = clientOperation(rest[3]) else { return .notFound }
+                r.legacy = true
+                r.params["legacy"] = "1"
+                return m == "POST" ? .route(r) : .methodNotAllowed
+            }
+            if rest == ["robot", "v1", "metadata", "x509", "securetoken@system.gserviceaccount.com"] {
+                return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: PublicKeys.x509)) : .methodNotAllowed
+            }
+            if rest == ["service_accounts", "v1", "jwk", "securetoken@system.gserviceaccount.com"] {
+                return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: PublicKeys.jwks)) : .methodNotAllowed
+            }
+        case "securetoken.google.com":
+            if rest.count == 3, !rest[0].isEmpty, rest[1] == ".well-known", rest[2] == "openid-configuration" {
+                guard m == "GET" else { return .methodNotAllowed }
+                var r = Route(access: .open, body: .none, offload: false, handler: PublicKeys.openIDConfiguration)
+                r.projectId = rest[0]
+                return .route(r)
+            }
+        case "emulator":
+            return emulator(m, rest)
+        default:
+            break
+        }
+        return .notFound
+    }
+
+    /// Client operations by their `accounts:<op>` / legacy v3 name.
+    static func clientOperation(_ name: String) -> Route? {
+        switch name {
+        case "accounts:sendVerificationCode", "sendVerificationCode":
+            return Route(access: .client, body: .json, offload: false, handler: SendVerificationCode.handle)
+        case "accounts:signInWithPhoneNumber", "verifyPhoneNumber":
+            return Route(access: .client, body: .json, offload: true, handler: SignInWithPhoneNumber.handle)
+        case "accounts:lookup", "getAccountInfo":
+            return Route(access: .client, body: .json, offload: false, handler: Lookup.handle)
+        default:
+            return nil
+        }
+    }
+
+    static func identityToolkit(_ m: String, _ rest: [String]) -> Match {
+        guard let version = rest.first else { return .notFound }
+        let tail = Array(rest.dropFirst())
+        if version == "v1" {
+            if tail.count == 1, tail[0].hasPrefix("accounts:") {
+                guard let r = clientOperation(tail[0]) else { return .notFound }
+                return m == "POST" ? .route(r) : .methodNotAllowed
+            }
+            if tail.count == 1, tail[0] == "recaptchaParams" {
+                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: RecaptchaConfig.legacyParams)) : .methodNotAllowed
+            }
+            if tail.count == 1, tail[0] == "projects" {
+                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: Status.projects)) : .methodNotAllowed
+            }
+            // Admin: projects/{p}[/tenants/{t}]/accounts[:op]
+            if tail.count >= 3, tail[0] == "projects", !tail[1].isEmpty {
+                var op = ""
+                var tenant: String? = nil
+                if tail.count == 3 {
+                    op = tail[2]
+                } else if tail.count == 5, tail[2] == "tenants" {
+                    tenant = tail[3]
+                    op = tail[4]
+                } else {
+                    return .notFound
+                }
+                guard var r = adminOperation(op) else { return .notFound }
+                r.projectId = tail[1]
+                r.tenantId = tenant
+                return m == "POST" ? .route(r) : .methodNotAllowed
+            }
+        } else if version == "v2" {
+            if tail == ["recaptchaConfig"] {
+                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: RecaptchaConfig.handle)) : .methodNotAllowed
+            }
+            if tail.count == 3, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "config" {
+                var r: Route
+                switch m {
+                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: AdminConfig.get)
+                case "PATCH": r = Route(access: .admin, body: .json, offload: false, handler: AdminConfig.patch)
+                default: return .methodNotAllowed
+                }
+                r.projectId = tail[1]
+                return .route(r)
+            }
+        }
+        return .notFound
+    }
+
+    static func adminOperation(_ op: String) -> Route? {
+        switch op {
+        case "accounts:lookup": return Route(access: .adminPath, body: .json, offload: false, handler: Lookup.handle)
+        default: return nil
+        }
+    }
+
+    static func emulator(_ m: String, _ rest: [String]) -> Match {
+        guard rest.count >= 4, rest[0] == "v1", rest[1] == "projects", !rest[2].isEmpty else { return .notFound }
+        var resource = Array(rest.dropFirst(3))
+        var tenant: String? = nil
+        if resource.count == 3, resource[0] == "tenants", !resource[1].isEmpty {
+            tenant = resource[1]
+            resource = [resource[2]]
+        }
+        guard resource.count == 1 else { return .notFound }
+        var r: Route
+        switch (resource[0], m) {
+        case ("config", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.getConfig)
+        case ("config", "PATCH"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorAPI.patchConfig)
+        case ("verificationCodes", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.listCodes)
+        case ("verificationCodes", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.clearCodes)
+        case ("accounts", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts)
+        case ("config", _), ("verificationCodes", _), ("accounts", _): return .methodNotAllowed
+        default: return .notFound
+        }
+        r.projectId = rest[2]
+        r.tenantId = tenant
+        return .route(r)
+    }
+}

@@ -1,0 +1,26 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// `POST /securetoken.googleapis.com/v1/token`: form or JSON, snake_case or camelCase. The new ID token goes in
+/// both `access_token` (what the SDKs read) and `id_token`.
+enum SecureToken {
+    static func grant(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        guard let grantType = try call.string("grantType"), !grantType.isEmpty else { throw AuthError("MISSING_GRANT_TYPE") }
+        guard grantType == "refresh_token" else { throw AuthError("INVALID_GRANT_TYPE") }
+        guard let token = try call.string("refreshToken"), !token.isEmpty else { throw AuthError("MISSING_REFRESH_TOKEN") }
+        let (record, user) = try app.emulator.redeemRefreshToken(token)
+        let key = StoreKey(projectId: record.projectId, tenantId: record.tenantId)
+        let claims = TokenService.claims(for: user, key: key, authTime: record.authTime, signInProvider: record.signInProvider,
+                                         issuedAt: app.emulator.clock.nowSeconds())
+        let idToken = try app.tokens.sign(claims)
+        return Reply([
+            "access_token": .string(idToken),
+            "expires_in": .string(String(TokenService.tokenLifetimeSeconds)),
+            "token_type": "Bearer",
+            "refresh_token": .string(token),
+            "id_token": .string(idToken),
+            "user_id": .string(user.localId),
+            "project_id": .string(PhoneAuthApp.projectNumber),
+        ])
+    }
+}

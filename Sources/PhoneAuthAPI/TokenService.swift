@@ -1,0 +1,121 @@
+import EmulatorSupport
+import JWT
+import PhoneAuthCore
+import Synchronization
+
+/// How ID tokens are signed.
+public enum TokenSigningMode: String, Sendable {
+    /// Real RS256 signatures with published keys (default).
+    case rs256
+    /// Unsigned `alg: none` tokens exactly like the official emulator (what Node firebase-admin accepts in emulator mode).
+    case none
+}
+
+/// Signs and verifies ID tokens; owns the published key set (the current key first, older ones still published).
+public final class TokenService: Sendable {
+    public static let tokenLifetimeSeconds: Int64 = 3600
+    public let mode: TokenSigningMode
+    private let keys: Mutex<[SigningKey]>
+
+    public init(mode: TokenSigningMode, initialKey: SigningKey?) {
+        self.mode = mode
+        keys = Mutex(initialKey.map { [$0] } ?? [])
+    }
+
+    /// Published keys, current first.
+    public var publishedKeys: [SigningKey] { keys.withLock { $0 } }
+    public var currentKey: SigningKey? { keys.withLock { $0.first } }
+
+    /// Makes `key` current; the previous keys stay published (at most `keep` in all).
+    public func rotate(to key: SigningKey, keep: Int = 3) {
+        keys.withLock { k in
+            k.insert(key, at: 0)
+            if k.count > keep { k.removeLast(k.count - keep) }
+        }
+    }
+
+    /// The ID token claims production issues for this user (custom claims first, reserved claims win).
+    public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64) -> JSONObject {
+        var c = JSONObject()
+        c.set("name", user.displayName.map(JSON.string))
+        c.set("picture", user.photoUrl.map(JSON.string))
+        for (k, v) in user.customClaims where !reservedClaims.contains(k) { c[k] = v }
+        c["iss"] = .string("https://securetoken.google.com/\(key.projectId)")
+        c["aud"] = .string(key.projectId)
+        c["auth_time"] = .int(authTime)
+        c["user_id"] = .string(user.localId)
+        c["sub"] = .string(user.localId)
+        c["iat"] = .int(issuedAt)
+        c["exp"] = .int(issuedAt + tokenLifetimeSeconds)
+        if let e = user.email {
+            c["email"] = .string(e)
+            c["email_verified"] = .bool(user.emailVerified)
+        }
+        c.set("phone_number", user.phoneNumber.map(JSON.string))
+        if signInProvider == "anonymous" { c["provider_id"] = "anonymous" }
+        var identities = JSONObject()
+        if let p = user.phoneNumber { identities["phone"] = [.string(p)] }
+        if let e = user.email { identities["email"] = [.string(e)] }
+        var fb = JSONObject()
+        fb["identities"] = .object(identities)
+        fb["sign_in_provider"] = .string(signInProvider)
+        fb.set("tenant", key.tenantId.map(JSON.string))
+        c["firebase"] = .object(fb)
+        return c
+    }
+
+    /// Claim names custom claims may not use (firebase-admin's RESERVED_CLAIMS).
+    public static let reservedClaims: Set<String> = [
+        "acr", "amr", "at_hash", "aud", "auth_time", "azp", "cnf", "c_hash", "exp", "firebase", "iat", "iss", "jti", "nbf", "nonce", "sub",
+    ]
+
+    /// Signs (or, in `none` mode, serializes) the claims.
+    public func sign(_ claims: JSONObject) throws -> String {
+        switch mode {
+        case .none:
+            return JWTSerializer.unsigned(payload: claims)
+        case .rs256:
+            guard let k = currentKey else { throw AuthError.internalError("No signing key.") }
+            return try k.sign(payload: claims)
+        }
+    }
+
+    /// Checks an incoming ID token: format, signature (any published key), project, expiry against `now`.
+    /// Account checks (exists, disabled, revoked) follow in `Emulator.user(for:)`.
+    public func verify(_ token: String?, projectId: String, nowSeconds: Int64) throws(AuthError) -> TokenIdentity {
+        guard let token, !token.isEmpty else { throw AuthError("MISSING_ID_TOKEN") }
+        guard let jwt = DecodedJWT(token) else { throw AuthError.invalidIDToken }
+        switch jwt.algorithm {
+        case "RS256":
+            let keys = publishedKeys
+            let candidates = jwt.keyID.map { kid in keys.filter { $0.kid == kid } } ?? keys
+            guard candidates.contains(where: { $0.verify(jwt) }) else { throw AuthError.invalidIDToken }
+        case "none":
+            guard mode == .none, jwt.signature.isEmpty else { throw AuthError.invalidIDToken }
+        default:
+            throw AuthError.invalidIDToken
+        }
+        let p = jwt.payload
+        guard let sub = p["sub"]?.stringValue ?? p["user_id"]?.stringValue, !sub.isEmpty,
+            let iat = p["iat"]?.int64Value, let exp = p["exp"]?.int64Value
+        else { throw AuthError.invalidIDToken }
+        guard p["aud"]?.stringValue == projectId, p["iss"]?.stringValue == "https://securetoken.google.com/\(projectId)" else {
+            throw AuthError.invalidIDToken
+        }
+        guard nowSeconds < exp else { throw AuthError.tokenExpired }
+        let fb = p["firebase"]?.objectValue
+        return TokenIdentity(
+            projectId: projectId, tenantId: fb?["tenant"]?.stringValue, localId: sub, issuedAt: iat,
+            authTime: p["auth_time"]?.int64Value ?? iat, signInProvider: fb?["sign_in_provider"]?.stringValue ?? "phone")
+    }
+
+    /// `{kid: PEM certificate}` as Google's x509 metadata endpoint.
+    public var x509Document: JSON {
+        var o = JSONObject()
+        for k in publishedKeys { o[k.kid] = .string(k.certificatePEM) }
+        return .object(o)
+    }
+
+    /// `{"keys":[JWK…]}`
+    public var jwksDocument: JSON { ["keys": .array(publishedKeys.map { .object($0.jwk) })] }
+}

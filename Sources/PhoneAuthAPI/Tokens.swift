@@ -1,0 +1,53 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+extension PhoneAuthApp {
+    /// Signs a fresh ID token and stores a new refresh token for `user`.
+    func issueTokens(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64) throws -> (idToken: String, refreshToken: String) {
+        let now = emulator.clock.nowSeconds()
+        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: now)
+        let idToken = try tokens.sign(claims)
+        let refresh = emulator.issueRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: signInProvider)
+        return (idToken, refresh)
+    }
+
+    /// Verifies a request's `idToken` against this call's project and tenant, then runs the account checks.
+    func verifiedUser(_ token: String?, call: Call, tenant: String?) throws(AuthError) -> (TokenIdentity, UserRecord) {
+        let identity = try tokens.verify(token, projectId: call.projectId, nowSeconds: emulator.clock.nowSeconds())
+        if let tenant, identity.tenantId != tenant { throw AuthError("TENANT_ID_MISMATCH") }
+        let user = try emulator.user(for: identity)
+        return (identity, user)
+    }
+}
+
+/// The user record as `accounts:lookup`, `batchGet` and exports render it (strings for times, `rawId` on providers).
+enum UserJSON {
+    static func render(_ u: UserRecord) -> JSON {
+        var o = JSONObject()
+        o["localId"] = .string(u.localId)
+        o.set("email", u.email.map(JSON.string))
+        if u.email != nil { o["emailVerified"] = .bool(u.emailVerified) }
+        o.set("displayName", u.displayName.map(JSON.string))
+        o.set("photoUrl", u.photoUrl.map(JSON.string))
+        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
+        if u.disabled { o["disabled"] = true }
+        var providers: [JSON] = []
+        if let p = u.phoneNumber {
+            providers.append(["providerId": "phone", "rawId": .string(p), "phoneNumber": .string(p)])
+        }
+        if let e = u.email {
+            var pe: JSONObject = ["providerId": "password", "rawId": .string(e), "email": .string(e), "federatedId": .string(e)]
+            pe.set("displayName", u.displayName.map(JSON.string))
+            pe.set("photoUrl", u.photoUrl.map(JSON.string))
+            providers.append(.object(pe))
+        }
+        o["providerUserInfo"] = .array(providers)
+        if let c = u.customAttributes, !c.isEmpty, c != "{}" { o["customAttributes"] = .string(c) }
+        o.set("validSince", u.validSince.map { .string(String($0)) })
+        o.set("lastLoginAt", u.lastLoginAt.map { .string(String($0)) })
+        o["createdAt"] = .string(String(u.createdAt))
+        o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.rfc3339(millis: $0)) })
+        o.set("tenantId", u.tenantId.map(JSON.string))
+        return .object(o)
+    }
+}

@@ -1,0 +1,285 @@
+import EmulatorSupport
+import Synchronization
+
+/// One project's or tenant's state behind its own lock (no global lock on the hot path).
+public final class StoreBox: Sendable {
+    public let key: StoreKey
+    let state: Mutex<AuthStore>
+    init(key: StoreKey, config: ProjectConfig) {
+        self.key = key
+        state = Mutex(AuthStore(config: config))
+    }
+
+    /// Runs `body` with exclusive access to the store. Never call out to slow work (signing) inside.
+    public func withLock<T>(_ body: (inout AuthStore) throws(AuthError) -> T) throws(AuthError) -> T {
+        try state.withLock { s throws(AuthError) -> T in try body(&s) }
+    }
+
+    public func read<T>(_ body: (AuthStore) -> T) -> T { state.withLock { body($0) } }
+}
+
+/// The outcome of `signInWithPhoneNumber`.
+public enum PhoneSignInOutcome: Sendable, Equatable {
+    case signedIn(user: UserRecord, isNewUser: Bool)
+    /// The number belongs to another user: production answers 200 with a temporary proof.
+    case conflict(phoneNumber: String, temporaryProof: String)
+}
+
+/// The emulator's state: every project and tenant, refresh tokens, the clock and the randomness.
+public final class Emulator: Sendable {
+    public let clock: EmulatorClock
+    public let random: any RandomSource
+    public let defaultProjectId: String
+    public let logger: Logger
+    private let initialConfigs: [String: ProjectConfig]
+    private let stores = Mutex<[StoreKey: StoreBox]>([:])
+    private let refreshTokens = Mutex<[String: RefreshTokenRecord]>([:])
+
+    /// - Parameters:
+    ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
+    public init(defaultProjectId: String, projectConfigs: [String: ProjectConfig] = [:], clock: EmulatorClock = EmulatorClock(),
+                random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth")) {
+        self.defaultProjectId = defaultProjectId
+        self.initialConfigs = projectConfigs
+        self.clock = clock
+        self.random = random
+        self.logger = logger
+    }
+
+    /// The store for a project or tenant, created on first use. A new tenant starts with its project's config.
+    public func store(_ key: StoreKey) -> StoreBox {
+        if let s = stores.withLock({ $0[key] }) { return s }
+        let config: ProjectConfig
+        if key.tenantId != nil {
+            config = store(StoreKey(projectId: key.projectId)).read { $0.config }
+        } else {
+            config = initialConfigs[key.projectId] ?? ProjectConfig()
+        }
+        return stores.withLock { m in
+            if let s = m[key] { return s }
+            let s = StoreBox(key: key, config: config)
+            m[key] = s
+            return s
+        }
+    }
+
+    /// Keys of every store created so far.
+    public var storeKeys: [StoreKey] { stores.withLock { Array($0.keys) } }
+
+    // MARK: sendVerificationCode
+
+    /// Creates a verification session and returns its `sessionInfo`.
+    public func sendVerificationCode(_ key: StoreKey, phoneNumber raw: String?, autoRetrievalHash: String? = nil) throws(AuthError) -> String {
+        let phone = try PhoneNumber(parsing: raw)
+        let now = clock.nowMillis()
+        let box = store(key)
+        let (session, fictional) = try box.withLock { s throws(AuthError) -> (VerificationSession, Bool) in
+            guard s.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
+            let settings = s.config.phoneAuth
+            if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
+            let preset = s.config.testPhoneNumbers[phone.e164]
+            let code = preset ?? random.digits(settings.codeLength)
+            var text = "\(code) is your verification code."
+            if let hash = autoRetrievalHash, !hash.isEmpty { text = "<#> \(text)\n\(hash)" }
+            let session = VerificationSession(
+                sessionInfo: random.token(byteCount: 48), phoneNumber: phone.e164, code: code, createdAt: now,
+                expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
+                attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
+                fictional: preset != nil, kind: .signIn, message: text, sequence: s.nextSequence)
+            s.nextSequence += 1
+            s.sessions[session.sessionInfo] = session
+            return (session, preset != nil)
+        }
+        if fictional {
+            logger.debug("Fictional number \(session.phoneNumber) uses its preset code.", [("project", key.description)])
+        } else {
+            logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
+        }
+        return session.sessionInfo
+    }
+
+    /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`).
+    static func scenarioError(_ text: String) -> AuthError {
+        if let r = text.firstRange(of: " : ") {
+            return AuthError(String(text[..<r.lowerBound]), String(text[r.upperBound...]), http: httpStatus(for: String(text[..<r.lowerBound])))
+        }
+        return AuthError(text, http: httpStatus(for: text))
+    }
+
+    static func httpStatus(for code: String) -> Int {
+        switch code {
+        case "QUOTA_EXCEEDED", "TOO_MANY_ATTEMPTS_TRY_LATER": 400
+        case "INTERNAL", "INTERNAL_ERROR": 500
+        case "UNAVAILABLE": 503
+        default: 400
+        }
+    }
+
+    // MARK: signInWithPhoneNumber
+
+    /// Verifies a code (or replays a temporary proof) and signs in, creates, links or re-authenticates a user.
+    /// - Parameter tokenUser: the verified identity of a request's `idToken` (link / re-auth), already checked.
+    public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
+                                      phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
+        let now = clock.nowMillis()
+        let box = store(key)
+        return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
+            let phone: String
+            let viaProof: Bool
+            if let proof = temporaryProof, !proof.isEmpty {
+                guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError("MISSING_PHONE_NUMBER") }
+                let p = try PhoneNumber(parsing: raw).e164
+                guard s.temporaryProofs[proof] == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
+                phone = p
+                viaProof = true
+            } else {
+                guard let info = sessionInfo, !info.isEmpty else { throw AuthError("MISSING_SESSION_INFO") }
+                guard let code, !code.isEmpty else { throw AuthError("MISSING_CODE") }
+                guard var session = s.sessions[info] else { throw AuthError.invalidSessionInfo }
+                if let exp = session.expiresAt, now >= exp {
+                    s.sessions[info] = nil
+                    throw AuthError.sessionExpired
+                }
+                if let left = session.attemptsLeft, left <= 0 {
+                    s.sessions[info] = nil
+                    throw AuthError.tooManyAttempts
+                }
+                if let scenario = s.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
+                    throw Self.scenarioError(scenario)
+                }
+                guard constantTimeEquals(code, session.code) else {
+                    if let left = session.attemptsLeft {
+                        session.attemptsLeft = left - 1
+                        s.sessions[info] = session
+                    }
+                    throw AuthError.invalidCode
+                }
+                s.sessions[info] = nil  // single use, consumed before the account checks (as production)
+                phone = session.phoneNumber
+                viaProof = false
+            }
+
+            let owner = s.user(phone: phone)
+            if let tokenUser {
+                guard var user = s.users[tokenUser.localId] else { throw AuthError.userNotFound }
+                if let owner, owner.localId != user.localId {
+                    if viaProof { throw AuthError("PHONE_NUMBER_EXISTS") }
+                    let proof = random.token(byteCount: 64)
+                    s.temporaryProofs[proof] = phone
+                    return .conflict(phoneNumber: phone, temporaryProof: proof)
+                }
+                guard !user.disabled else { throw AuthError.userDisabled }
+                user.phoneNumber = phone
+                user.lastLoginAt = now
+                s.save(user)
+                return .signedIn(user: user, isNewUser: false)
+            }
+            if var user = owner {
+                guard !user.disabled else { throw AuthError.userDisabled }
+                user.lastLoginAt = now
+                s.save(user)
+                return .signedIn(user: user, isNewUser: false)
+            }
+            if operation == "REAUTH" { throw AuthError.userNotFound }
+            var user = UserRecord(localId: newUserID(in: s), createdAt: now)
+            user.phoneNumber = phone
+            user.lastLoginAt = now
+            user.tenantId = key.tenantId
+            s.save(user)
+            return .signedIn(user: user, isNewUser: true)
+        }
+    }
+
+    func newUserID(in s: AuthStore) -> String {
+        while true {
+            let id = random.userID()
+            if s.users[id] == nil { return id }
+        }
+    }
+
+    // MARK: tokens
+
+    /// The user behind a verified ID token, after the account checks every token use gets.
+    public func user(for identity: TokenIdentity) throws(AuthError) -> UserRecord {
+        let key = StoreKey(projectId: identity.projectId, tenantId: identity.tenantId)
+        return try store(key).withLock { s throws(AuthError) -> UserRecord in
+            guard let u = s.users[identity.localId] else { throw AuthError.userNotFound }
+            guard !u.disabled else { throw AuthError.userDisabled }
+            if let vs = u.validSince, identity.issuedAt < vs { throw AuthError.tokenExpired }
+            return u
+        }
+    }
+
+    /// Stores and returns a new opaque refresh token.
+    public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) -> String {
+        let token = "AMf-" + random.token(byteCount: 48)
+        let rec = RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
+                                     signInProvider: signInProvider, issuedAt: clock.nowSeconds())
+        refreshTokens.withLock { $0[token] = rec }
+        return token
+    }
+
+    /// Exchanges a refresh token: the record and the current user (production's checks: deleted, disabled, revoked).
+    public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
+        guard let rec = refreshTokens.withLock({ $0[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
+        let now = clock.nowMillis()
+        let user = try store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)).withLock { s throws(AuthError) -> UserRecord in
+            guard var u = s.users[rec.localId] else { throw AuthError.userNotFound }
+            guard !u.disabled else { throw AuthError.userDisabled }
+            if let vs = u.validSince, rec.issuedAt < vs { throw AuthError.tokenExpired }
+            u.lastRefreshAt = now
+            s.users[u.localId] = u
+            return u
+        }
+        return (rec, user)
+    }
+
+    /// Drops refresh tokens of a deleted user (or of a whole store when `localId` is nil).
+    public func forgetRefreshTokens(_ key: StoreKey, localId: String?) {
+        refreshTokens.withLock { m in
+            m = m.filter { !($0.value.projectId == key.projectId && $0.value.tenantId == key.tenantId && (localId == nil || $0.value.localId == localId)) }
+        }
+    }
+
+    // MARK: emulator API
+
+    public func config(_ key: StoreKey) -> ProjectConfig { store(key).read { $0.config } }
+
+    /// Merges a config JSON (the `/emulator/v1/projects/{p}/config` shape) and returns the result.
+    public func patchConfig(_ key: StoreKey, _ json: JSON) throws(ConfigError) -> ProjectConfig {
+        let box = store(key)
+        var current = box.read { $0.config }
+        try current.apply(json)
+        let updated = current
+        box.state.withLock { $0.config = updated }
+        return updated
+    }
+
+    public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) {
+        store(key).state.withLock { $0.config = config }
+    }
+
+    public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
+        store(key).read { $0.pendingSessions(phone: phone) }
+    }
+
+    /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.
+    @discardableResult
+    public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) -> Int {
+        store(key).state.withLock { s in
+            let before = s.sessions.count
+            if let phone { s.sessions = s.sessions.filter { $0.value.phoneNumber != phone } } else { s.sessions.removeAll() }
+            return before - s.sessions.count
+        }
+    }
+
+    /// Deletes every user of a store (the official `DELETE /emulator/v1/projects/{p}/accounts`).
+    public func wipeAccounts(_ key: StoreKey) {
+        store(key).state.withLock { s in
+            s.users.removeAll()
+            s.phoneIndex.removeAll()
+            s.temporaryProofs.removeAll()
+        }
+        forgetRefreshTokens(key, localId: nil)
+    }
+}

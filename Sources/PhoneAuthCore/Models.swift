@@ -1,0 +1,128 @@
+import EmulatorSupport
+
+/// A user account, as the Identity Toolkit stores it.
+public struct UserRecord: Sendable, Equatable {
+    public var localId: String
+    public var phoneNumber: String?
+    public var displayName: String?
+    public var photoUrl: String?
+    public var email: String?
+    public var emailVerified = false
+    public var disabled = false
+    /// Custom claims as the JSON text the Admin API stored (`{}` or absent means none).
+    public var customAttributes: String?
+    /// Milliseconds since the epoch.
+    public var createdAt: Int64
+    public var lastLoginAt: Int64?
+    public var lastRefreshAt: Int64?
+    /// Seconds since the epoch; tokens issued before it are revoked.
+    public var validSince: Int64?
+    public var tenantId: String?
+
+    public init(localId: String, createdAt: Int64) {
+        self.localId = localId
+        self.createdAt = createdAt
+    }
+
+    public var isAnonymous: Bool { phoneNumber == nil && email == nil }
+
+    /// The custom claims as a JSON object (empty when none or unparsable).
+    public var customClaims: JSONObject {
+        guard let customAttributes, case .object(let o)? = try? JSONParser.parse(customAttributes) else { return JSONObject() }
+        return o
+    }
+}
+
+/// A pending verification: what `sendVerificationCode` created and `signInWithPhoneNumber` consumes.
+public struct VerificationSession: Sendable, Equatable {
+    public enum Kind: String, Sendable { case signIn = "SIGN_IN" }
+    public let sessionInfo: String
+    public let phoneNumber: String
+    public let code: String
+    public let createdAt: Int64
+    /// Nil: never expires.
+    public let expiresAt: Int64?
+    /// Nil: unlimited wrong attempts.
+    public var attemptsLeft: Int?
+    public let fictional: Bool
+    public let kind: Kind
+    /// The SMS text that would have been sent.
+    public let message: String
+    /// Creation order within the store.
+    public let sequence: UInt64
+}
+
+/// Server-side state behind an opaque refresh token.
+public struct RefreshTokenRecord: Sendable, Equatable {
+    public let projectId: String
+    public let tenantId: String?
+    public let localId: String
+    /// Seconds: when the user signed in (kept across refreshes).
+    public let authTime: Int64
+    public let signInProvider: String
+    /// Seconds: when this refresh token was issued (revoked if before the user's validSince).
+    public let issuedAt: Int64
+}
+
+/// Identifies one isolated state: a project, or a tenant inside it.
+public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
+    public let projectId: String
+    public let tenantId: String?
+    public init(projectId: String, tenantId: String? = nil) {
+        self.projectId = projectId
+        self.tenantId = (tenantId?.isEmpty ?? true) ? nil : tenantId
+    }
+    public var description: String { tenantId.map { "\(projectId)/tenants/\($0)" } ?? projectId }
+}
+
+/// The identity carried by a verified ID token.
+public struct TokenIdentity: Sendable, Equatable {
+    public let projectId: String
+    public let tenantId: String?
+    public let localId: String
+    public let issuedAt: Int64
+    public let authTime: Int64
+    public let signInProvider: String
+    public init(projectId: String, tenantId: String?, localId: String, issuedAt: Int64, authTime: Int64, signInProvider: String) {
+        self.projectId = projectId
+        self.tenantId = tenantId
+        self.localId = localId
+        self.issuedAt = issuedAt
+        self.authTime = authTime
+        self.signInProvider = signInProvider
+    }
+}
+
+/// Everything one project (or tenant) holds. Plain value state; the `Emulator` guards it with a mutex.
+public struct AuthStore: Sendable {
+    public var config: ProjectConfig
+    public var users: [String: UserRecord] = [:]
+    public var phoneIndex: [String: String] = [:]
+    public var sessions: [String: VerificationSession] = [:]
+    public var nextSequence: UInt64 = 0
+    /// temporaryProof → phone number (link conflicts).
+    public var temporaryProofs: [String: String] = [:]
+
+    public init(config: ProjectConfig) { self.config = config }
+
+    public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
+
+    /// Saves `user`, keeping the phone index unique and current.
+    public mutating func save(_ user: UserRecord) {
+        if let old = users[user.localId]?.phoneNumber, old != user.phoneNumber, phoneIndex[old] == user.localId {
+            phoneIndex[old] = nil
+        }
+        if let p = user.phoneNumber { phoneIndex[p] = user.localId }
+        users[user.localId] = user
+    }
+
+    public mutating func deleteUser(_ localId: String) {
+        guard let u = users.removeValue(forKey: localId) else { return }
+        if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
+    }
+
+    /// Pending sessions in creation order, optionally for one number.
+    public func pendingSessions(phone: String? = nil) -> [VerificationSession] {
+        sessions.values.filter { phone == nil || $0.phoneNumber == phone }.sorted { $0.sequence < $1.sequence }
+    }
+}
