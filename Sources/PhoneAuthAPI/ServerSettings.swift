@@ -16,6 +16,8 @@ public struct ServerSettings: Sendable {
     public var signingKeyPath: String?
     public var logLevel = LogLevel.info
     public var logFormat = LogFormat.text
+    /// Seconds a client may take to send one whole request (then 408 and close).
+    public var requestTimeoutSeconds = 15.0
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -44,6 +46,8 @@ public struct ServerSettings: Sendable {
           --token-signing MODE      rs256 (real signatures, default) or none (unsigned, like the official emulator)
                                     (PHONE_AUTH_EMULATOR_TOKEN_SIGNING)
           --signing-key FILE        PEM RSA private key to sign with (PHONE_AUTH_EMULATOR_SIGNING_KEY)
+          --request-timeout S       seconds a client may take to send a whole request before 408
+                                    (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
           --log-level L             trace|debug|info|notice|warning|error (PHONE_AUTH_EMULATOR_LOG_LEVEL; default info)
           --log-format F            text|json (PHONE_AUTH_EMULATOR_LOG_FORMAT; default text)
           --help, --version
@@ -59,7 +63,7 @@ public struct ServerSettings: Sendable {
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -168,6 +172,10 @@ public struct ServerSettings: Sendable {
         if let f = pick("log-format", "PHONE_AUTH_EMULATOR_LOG_FORMAT") {
             guard let fm = LogFormat(rawValue: f.lowercased()) else { throw SettingsError("invalid --log-format '\(f)': expected text or json") }
             s.logFormat = fm
+        }
+        if let t = pick("request-timeout", "PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT") {
+            guard let v = Double(t), v >= 0.5, v <= 3600 else { throw SettingsError("invalid --request-timeout '\(t)': expected seconds from 0.5 to 3600") }
+            s.requestTimeoutSeconds = v
         }
         var phones: [String] = []
         if let env = environment("PHONE_AUTH_EMULATOR_TEST_PHONES") {

@@ -70,8 +70,10 @@ let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: se
 let tokens = TokenService(mode: settings.tokenSigning, initialKey: signingKey)
 let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: cpus) : nil
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger)
+var policy = ConnectionPolicy()
+policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
 let server = HTTPServer(
-    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: min(cpus, 4)),
+    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: min(cpus, 4), policy: policy),
     responder: app, logger: logger)
 
 let port: Int
