@@ -17,7 +17,29 @@
 static inline int copenssl_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn); }
 static inline long copenssl_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
 static inline void copenssl_OPENSSL_free(void *p) { OPENSSL_free(p); }
-static inline int copenssl_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
 static inline EVP_PKEY *copenssl_EVP_RSA_gen(unsigned int bits) { return EVP_RSA_gen(bits); }
+
+/// Builds an RSA public key from big-endian n and e (the OSSL_PARAM key names must outlive the builder, so this
+/// stays in C where they are static strings).
+static inline EVP_PKEY *copenssl_rsa_public_from_ne(const unsigned char *n, int nlen, const unsigned char *e, int elen) {
+    EVP_PKEY *pkey = NULL;
+    OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+    BIGNUM *bn = BN_bin2bn(n, nlen, NULL), *be = BN_bin2bn(e, elen, NULL);
+    OSSL_PARAM *params = NULL;
+    EVP_PKEY_CTX *ctx = NULL;
+    if (!bld || !bn || !be) goto done;
+    if (!OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn) || !OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, be)) goto done;
+    params = OSSL_PARAM_BLD_to_param(bld);
+    ctx = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+    if (!params || !ctx || EVP_PKEY_fromdata_init(ctx) != 1) goto done;
+    if (EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) != 1) pkey = NULL;
+done:
+    EVP_PKEY_CTX_free(ctx);
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(bld);
+    BN_free(bn);
+    BN_free(be);
+    return pkey;
+}
 
 #endif

@@ -7,6 +7,10 @@ public enum Files {
     public struct IOError: Error, CustomStringConvertible, Sendable {
         public let path: String
         public let errnoCode: Int32
+        public init(path: String, errnoCode: Int32) {
+            self.path = path
+            self.errnoCode = errnoCode
+        }
         public var description: String { "\(path): \(String(cString: strerror(errnoCode)))" }
     }
 

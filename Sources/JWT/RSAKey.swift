@@ -52,23 +52,11 @@ public final class RSAKey: @unchecked Sendable {
 
     /// Builds a public key from a JWK's modulus and exponent.
     public static func publicKey(modulus n: [UInt8], exponent e: [UInt8]) throws -> RSAKey {
-        guard let bld = OSSL_PARAM_BLD_new() else { throw OpenSSLError.capture("OSSL_PARAM_BLD_new") }
-        defer { OSSL_PARAM_BLD_free(bld) }
-        let bnN = n.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32(n.count), nil) }
-        let bnE = e.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32(e.count), nil) }
-        defer { BN_free(bnN); BN_free(bnE) }
-        guard OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bnN) == 1,
-            OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, bnE) == 1,
-            let params = OSSL_PARAM_BLD_to_param(bld)
-        else { throw OpenSSLError.capture("OSSL_PARAM_BLD") }
-        defer { OSSL_PARAM_free(params) }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else { throw OpenSSLError.capture("EVP_PKEY_CTX_new_from_name") }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        var out: OpaquePointer? = nil
-        guard EVP_PKEY_fromdata_init(ctx) == 1, EVP_PKEY_fromdata(ctx, &out, copenssl_EVP_PKEY_PUBLIC_KEY(), params) == 1, let out else {
-            throw OpenSSLError.capture("EVP_PKEY_fromdata")
+        let key = n.withUnsafeBufferPointer { nb in
+            e.withUnsafeBufferPointer { eb in copenssl_rsa_public_from_ne(nb.baseAddress, Int32(n.count), eb.baseAddress, Int32(e.count)) }
         }
-        return RSAKey(takingOwnershipOf: out, isPrivate: false)
+        guard let key else { throw OpenSSLError.capture("EVP_PKEY_fromdata") }
+        return RSAKey(takingOwnershipOf: key, isPrivate: false)
     }
 
     public func privateKeyPEM() throws -> String {

@@ -1,0 +1,72 @@
+import EmulatorSupport
+import XCTest
+
+final class JSONTests: XCTestCase {
+    func parse(_ s: String) throws -> JSON { try JSONParser.parse(s) }
+
+    func testParsesAndPreservesKeyOrder() throws {
+        let v = try parse(#" {"b": 1, "a": [true, false, null, -1.5e2, "x\u00e9\n\ud83d\ude00"], "+16505554567": "123456"} "#)
+        XCTAssertEqual(v.objectValue?.keys, ["b", "a", "+16505554567"])
+        XCTAssertEqual(v["a"]?.arrayValue?[3], .number(-150))
+        XCTAssertEqual(v["a"]?.arrayValue?[4], .string("xé\n😀"))
+        XCTAssertEqual(v.serializedString, #"{"b":1,"a":[true,false,null,-150,"xé\n😀"],"+16505554567":"123456"}"#)
+    }
+
+    func testRejectsMalformedInput() {
+        let bad = ["", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"\\x\"", "\"\u{01}\"", "{} {}", "\"\\ud800\"",
+                   "\"\\udc00x\"", "nan", "[1 2]", "{\"a\":1,}"]
+        for b in bad { XCTAssertThrowsError(try parse(b), b) }
+        XCTAssertThrowsError(try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]))  // invalid UTF-8
+    }
+
+    func testDepthLimit() {
+        XCTAssertNoThrow(try parse(String(repeating: "[", count: 100) + String(repeating: "]", count: 100)))
+        XCTAssertThrowsError(try parse(String(repeating: "[", count: 100_000)))
+        XCTAssertThrowsError(try parse(String(repeating: "{\"a\":", count: 5000)))
+    }
+
+    func testNumbers() throws {
+        XCTAssertEqual(try parse("1796033491418").int64Value, 1_796_033_491_418)
+        XCTAssertNil(try parse("1e400").int64Value)
+        XCTAssertNil(try parse("1.5").int64Value)
+        XCTAssertEqual(JSON.number(.infinity).serializedString, "null")
+    }
+
+    func testEscapingOnOutput() {
+        XCTAssertEqual(JSON.string("a\"b\\c\u{01}").serializedString, #""a\"b\\c\u0001""#)
+    }
+
+    func testMergeAndPaths() {
+        var o: JSONObject = ["signIn": ["phoneNumber": ["enabled": true, "testPhoneNumbers": ["+1": "1"]]]]
+        let merged = o.merging(["signIn": ["phoneNumber": ["testPhoneNumbers": ["+2": "2"]]]], replaceWhole: ["testPhoneNumbers"])
+        XCTAssertEqual(merged.value(atPath: ["signIn", "phoneNumber", "testPhoneNumbers"]), ["+2": "2"])
+        XCTAssertEqual(merged.value(atPath: ["signIn", "phoneNumber", "enabled"]), true)
+        o.setValue(nil, atPath: ["signIn", "phoneNumber"])
+        XCTAssertNil(o["signIn"])
+        o.setValue("x", atPath: ["a", "b"])
+        XCTAssertEqual(o.value(atPath: ["a", "b"]), "x")
+    }
+
+    func testBase64URL() {
+        for n in 0..<40 {
+            let bytes = (0..<n).map { UInt8(($0 * 37 + 11) & 0xFF) }
+            XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)), bytes)
+        }
+        XCTAssertEqual(Base64URL.encode(Array("hi?>".utf8)), "aGk_Pg")
+        XCTAssertEqual(Base64URL.encodeStandard(Array("hi?>".utf8)), "aGk/Pg==")
+        XCTAssertNil(Base64URL.decode("a$b"))
+        XCTAssertNil(Base64URL.decode("a"))
+    }
+
+    func testURLEncoding() {
+        let pairs = URLEncoding.parsePairs("grant_type=refresh_token&refresh_token=a%2Bb+c&x")
+        XCTAssertEqual(pairs.map(\.0), ["grant_type", "refresh_token", "x"])
+        XCTAssertEqual(pairs[1].1, "a+b c")
+        XCTAssertEqual(URLEncoding.percentDecode("%zz%4"), "%zz%4")
+    }
+
+    func testTimestamp() {
+        XCTAssertEqual(Timestamp.rfc3339(millis: 0), "1970-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: 1_796_033_491_418), "2026-11-30T10:11:31.418Z")
+    }
+}

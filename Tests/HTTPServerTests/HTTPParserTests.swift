@@ -1,0 +1,94 @@
+import HTTPServer
+import XCTest
+
+/// The parser is fed raw bytes, as a socket would deliver them.
+final class HTTPParserTests: XCTestCase {
+    func parseAll(_ text: String, limits: HTTPLimits = HTTPLimits()) -> (requests: [HTTPRequest], error: HTTPParseError?, rest: Int) {
+        var parser = HTTPRequestParser(limits: limits)
+        let bytes = Array(text.utf8)
+        var start = 0
+        var out: [HTTPRequest] = []
+        while start < bytes.count {
+            switch parser.parse(bytes, from: start) {
+            case .needMore: return (out, nil, bytes.count - start)
+            case .request(let r, let consumed): out.append(r); start += consumed
+            case .failure(let e): return (out, e, bytes.count - start)
+            }
+        }
+        return (out, nil, 0)
+    }
+
+    func testSimpleAndPipelined() {
+        let r = parseAll("GET /a?key=k HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello")
+        XCTAssertNil(r.error)
+        XCTAssertEqual(r.requests.map(\.method), ["GET", "POST"])
+        XCTAssertEqual(r.requests[0].path, "/a")
+        XCTAssertEqual(r.requests[0].query, "key=k")
+        XCTAssertEqual(r.requests[1].body, Array("hello".utf8))
+        XCTAssertEqual(r.requests[1].headers["content-type"], "application/json")
+        XCTAssertTrue(r.requests[0].keepAlive)
+    }
+
+    func testIncrementalByteByByte() {
+        let text = Array("POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".utf8)
+        var parser = HTTPRequestParser()
+        var got: HTTPRequest? = nil
+        for n in 1...text.count {
+            switch parser.parse(Array(text[0..<n]), from: 0) {
+            case .needMore: XCTAssertLessThan(n, text.count)
+            case .request(let r, let c): got = r; XCTAssertEqual(c, text.count)
+            case .failure(let e): XCTFail("\(e)")
+            }
+        }
+        XCTAssertEqual(got?.body, Array("abc".utf8))
+    }
+
+    func testBareLFAndLeadingBlankLines() {
+        let r = parseAll("\r\nGET / HTTP/1.1\nHost: x\n\n")
+        XCTAssertEqual(r.requests.count, 1)
+    }
+
+    func testKeepAliveRules() {
+        XCTAssertFalse(parseAll("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").requests[0].keepAlive)
+        XCTAssertFalse(parseAll("GET / HTTP/1.0\r\n\r\n").requests[0].keepAlive)
+        XCTAssertTrue(parseAll("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").requests[0].keepAlive)
+    }
+
+    func testErrors() {
+        XCTAssertEqual(parseAll("GARBAGE\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET  / HTTP/1.1\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/2.0\r\n\r\n").error?.status, 505)
+        XCTAssertEqual(parseAll("GET / FTP/1.1\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").error?.status, 400)
+        XCTAssertNil(parseAll("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx").error)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n").error?.status, 413)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n").error?.status, 413)
+        XCTAssertEqual(parseAll("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").error?.status, 411)
+        XCTAssertEqual(parseAll("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\n folded\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nX: a\u{01}b\r\n\r\n").error?.status, 400)
+        XCTAssertEqual(parseAll("GET /\u{7F} HTTP/1.1\r\n\r\n").error?.status, 400)
+    }
+
+    func testHeadLimit() {
+        var limits = HTTPLimits()
+        limits.maxHeadBytes = 1024
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 2000), limits: limits).error?.status, 431)
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 2000) + "\r\n\r\n", limits: limits).error?.status, 431)
+        let many = (0..<300).map { "H\($0): v\r\n" }.joined()
+        XCTAssertEqual(parseAll("GET / HTTP/1.1\r\n" + many + "\r\n").error?.status, 431)
+    }
+
+    func testResponseSerialization() {
+        var out: [UInt8] = []
+        HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array("{}".utf8))
+            .serialize(into: &out, keepAlive: false, versionMinor: 1, headOnly: false)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self),
+                       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        out = []
+        HTTPResponse(status: 204).serialize(into: &out, keepAlive: true, versionMinor: 1, headOnly: false)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), "HTTP/1.1 204 No Content\r\n\r\n")
+    }
+}

@@ -1,0 +1,98 @@
+import CSystem
+import HTTPServer
+import EmulatorSupport
+import Synchronization
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A responder that echoes the path, answering `/slow` later from another thread.
+final class EchoResponder: HTTPResponder {
+    let pool = WorkerPool(threads: 2)
+    func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
+        let body = Array("\(request.method) \(request.path) \(request.body.count)".utf8)
+        if request.path == "/slow" {
+            pool.submit {
+                usleep(50_000)
+                context.complete(HTTPResponse(status: 200, body: body))
+            }
+            return nil
+        }
+        return HTTPResponse(status: 200, body: body)
+    }
+}
+
+/// The real server on a real socket (port 0).
+final class LiveServerTests: XCTestCase {
+    var server: HTTPServer!
+    var port = 0
+
+    override func setUpWithError() throws {
+        var policy = ConnectionPolicy()
+        policy.requestTimeoutSeconds = 1
+        server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, eventLoops: 2, policy: policy),
+                            responder: EchoResponder(), logger: Logger(label: "test", level: .critical))
+        port = try server.start()
+    }
+
+    override func tearDown() { server.shutdown() }
+
+    func exchange(_ text: String, shutdownWrite: Bool = true) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        XCTAssertEqual(rc, 0)
+        var tv = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        if shutdownWrite { shutdown(fd, Int32(SHUT_WR)) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            out.append(contentsOf: buf[0..<n])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func testPipelinedResponsesStayInOrderAcrossAsyncWork() throws {
+        let out = try exchange("GET /slow HTTP/1.1\r\n\r\nGET /fast HTTP/1.1\r\n\r\nPOST /slow HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /last HTTP/1.1\r\n\r\n")
+        let bodies = out.components(separatedBy: "\r\n\r\n").dropFirst().map { String($0.prefix(while: { $0 != "H" })) }
+        XCTAssertEqual(bodies, ["GET /slow 0", "GET /fast 0", "POST /slow 3", "GET /last 0"])
+    }
+
+    func testMalformedRequestGets400AndClose() throws {
+        let out = try exchange("NOT HTTP AT ALL\r\n\r\n")
+        XCTAssertTrue(out.hasPrefix("HTTP/1.1 400 "), out)
+        XCTAssertTrue(out.contains("Connection: close"))
+    }
+
+    func testStalledRequestGets408() throws {
+        let start = monotonic()
+        let out = try exchange("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nab", shutdownWrite: false)
+        XCTAssertTrue(out.hasPrefix("HTTP/1.1 408 "), out)
+        XCTAssertLessThan(monotonic() - start, 4)
+    }
+
+    func monotonic() -> Double { Double(csys_monotonic_ns()) / 1e9 }
+}
+
+extension String {
+    func components(separatedBy sep: String) -> [String] {
+        var out: [String] = []
+        var rest = self[...]
+        while let r = rest.firstRange(of: sep) {
+            out.append(String(rest[..<r.lowerBound]))
+            rest = rest[r.upperBound...]
+        }
+        out.append(String(rest))
+        return out
+    }
+}

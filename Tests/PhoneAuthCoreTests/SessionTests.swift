@@ -1,0 +1,145 @@
+import EmulatorSupport
+@testable import PhoneAuthCore
+import XCTest
+
+/// Verification sessions with a manual clock: single use, attempts, expiry, fictional numbers.
+final class SessionTests: XCTestCase {
+    let key = StoreKey(projectId: "p")
+    var clock: EmulatorClock!
+    var emulator: Emulator!
+
+    override func setUp() {
+        clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+        var config = ProjectConfig()
+        config.testPhoneNumbers = ["+16505554567": "123456"]
+        config.phoneAuth.maxCodeAttempts = 3
+        config.phoneAuth.sessionTtlSeconds = 600
+        emulator = Emulator(defaultProjectId: "p", projectConfigs: ["p": config], clock: clock, random: SeededRandom(seed: 7),
+                            logger: Logger(label: "t", level: .critical))
+    }
+
+    func signIn(_ session: String, _ code: String, operation: String? = nil) throws -> PhoneSignInOutcome {
+        try emulator.signInWithPhoneNumber(key, sessionInfo: session, code: code, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: operation)
+    }
+
+    func code(for session: String) -> String { emulator.verificationCodes(key, phone: nil).first { $0.sessionInfo == session }!.code }
+
+    func testFictionalNumberUsesPresetCodeAndIsSingleUse() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+1 650-555-4567")
+        XCTAssertEqual(code(for: s), "123456")
+        XCTAssertTrue(emulator.verificationCodes(key, phone: "+16505554567")[0].fictional)
+        XCTAssertThrowsError(try signIn(s, "654321")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
+        guard case .signedIn(let user, let isNew) = try signIn(s, "123456") else { return XCTFail() }
+        XCTAssertTrue(isNew)
+        XCTAssertEqual(user.phoneNumber, "+16505554567")
+        XCTAssertEqual(user.createdAt, 1_800_000_000_000)
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+        let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        guard case .signedIn(let again, let isNew2) = try signIn(s2, "123456") else { return XCTFail() }
+        XCTAssertFalse(isNew2)
+        XCTAssertEqual(again.localId, user.localId)
+    }
+
+    func testRandomCodesAreDigitsOfConfiguredLength() throws {
+        _ = try emulator.patchConfig(key, ["phoneAuth": ["codeLength": 8]])
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+15551234567")
+        let c = code(for: s)
+        XCTAssertEqual(c.count, 8)
+        XCTAssertTrue(c.allSatisfy(\.isNumber))
+        let entry = emulator.verificationCodes(key, phone: nil)[0]
+        XCTAssertFalse(entry.fictional)
+        XCTAssertEqual(entry.message, "\(c) is your verification code.")
+    }
+
+    func testAttemptsRunOutThenSessionIsGone() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+15551234567")
+        let right = code(for: s)
+        for left in [2, 1, 0] {
+            XCTAssertThrowsError(try signIn(s, "x")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
+            XCTAssertEqual(emulator.verificationCodes(key, phone: nil).first?.attemptsLeft, left)
+        }
+        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .tooManyAttempts) }
+        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+    }
+
+    func testSessionExpiresOnTheEmulatorClock() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        clock.advance(millis: 599_999)
+        let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        clock.advance(millis: 1)
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .sessionExpired) }
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+        XCTAssertNoThrow(try signIn(s2, "123456"))
+    }
+
+    func testZeroMeansNoLimit() throws {
+        _ = try emulator.patchConfig(key, ["phoneAuth": ["maxCodeAttempts": 0, "sessionTtlSeconds": 0]])
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        for _ in 0..<20 { XCTAssertThrowsError(try signIn(s, "0")) }
+        clock.advance(millis: 100 * 86_400_000)
+        XCTAssertNoThrow(try signIn(s, "123456"))
+    }
+
+    func testReauthForUnknownNumberIsUserNotFound() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+15550001111")
+        XCTAssertThrowsError(try signIn(s, code(for: s), operation: "REAUTH")) { XCTAssertEqual($0 as? AuthError, .userNotFound) }
+    }
+
+    func testMissingFields() {
+        XCTAssertThrowsError(try signIn("", "1")) { XCTAssertEqual(($0 as? AuthError)?.code, "MISSING_SESSION_INFO") }
+        XCTAssertThrowsError(try signIn("s", "")) { XCTAssertEqual(($0 as? AuthError)?.code, "MISSING_CODE") }
+    }
+
+    func testDisabledUserCannotSignIn() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        guard case .signedIn(var user, _) = try signIn(s, "123456") else { return XCTFail() }
+        user.disabled = true
+        try emulator.store(key).withLock { $0.save(user) }
+        let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        XCTAssertThrowsError(try signIn(s2, "123456")) { XCTAssertEqual($0 as? AuthError, .userDisabled) }
+    }
+
+    func testRefreshTokensFollowRevocationAndDeletion() throws {
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
+        guard case .signedIn(var user, _) = try signIn(s, "123456") else { return XCTFail() }
+        let token = emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
+        XCTAssertEqual(try emulator.redeemRefreshToken(token).0.localId, user.localId)
+        clock.advance(millis: 5000)
+        user.validSince = clock.nowSeconds()
+        try emulator.store(key).withLock { $0.save(user) }
+        XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual($0 as? AuthError, .tokenExpired) }
+        let fresh = emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
+        XCTAssertNoThrow(try emulator.redeemRefreshToken(fresh))
+        emulator.wipeAccounts(key)
+        XCTAssertThrowsError(try emulator.redeemRefreshToken(fresh)) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
+        XCTAssertThrowsError(try emulator.redeemRefreshToken("nope")) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
+    }
+
+    func testScenarioNumbers() throws {
+        _ = try emulator.patchConfig(key, ["phoneAuth": ["scenarioNumbers": ["+15005550006": ["onSend": "QUOTA_EXCEEDED"], "+15005550007": ["onSignIn": "SESSION_EXPIRED"]]]])
+        XCTAssertThrowsError(try emulator.sendVerificationCode(key, phoneNumber: "+15005550006")) { XCTAssertEqual(($0 as? AuthError)?.code, "QUOTA_EXCEEDED") }
+        let s = try emulator.sendVerificationCode(key, phoneNumber: "+15005550007")
+        XCTAssertThrowsError(try signIn(s, code(for: s))) { XCTAssertEqual(($0 as? AuthError)?.code, "SESSION_EXPIRED") }
+    }
+
+    func testProjectsAndTenantsAreIsolated() throws {
+        let other = StoreKey(projectId: "q")
+        let tenant = StoreKey(projectId: "p", tenantId: "t1")
+        _ = try emulator.sendVerificationCode(key, phoneNumber: "+15551234567")
+        XCTAssertEqual(emulator.verificationCodes(other, phone: nil).count, 0)
+        XCTAssertEqual(emulator.verificationCodes(tenant, phone: nil).count, 0)
+        XCTAssertEqual(emulator.config(tenant).testPhoneNumbers, ["+16505554567": "123456"], "a tenant starts from its project's config")
+        XCTAssertEqual(emulator.config(other).testPhoneNumbers, [:])
+    }
+
+    func testRandomHelpers() {
+        let r = SystemRandom()
+        XCTAssertNotEqual(r.token(), r.token())
+        XCTAssertEqual(r.userID().count, 28)
+        XCTAssertTrue(constantTimeEquals("123456", "123456"))
+        XCTAssertFalse(constantTimeEquals("123456", "123457"))
+        XCTAssertFalse(constantTimeEquals("123456", "1234567"))
+        // Digits are uniform enough: every digit shows up in 2,000 draws.
+        XCTAssertEqual(Set(SeededRandom(seed: 1).digits(2000)).count, 10)
+    }
+}
