@@ -91,6 +91,12 @@ enum Router {
             return Route(access: .client, body: .json, offload: true, handler: SignInWithPhoneNumber.handle)
         case "accounts:lookup", "getAccountInfo":
             return Route(access: .client, body: .json, offload: false, handler: Lookup.handle)
+        case "accounts:signUp", "signupNewUser":
+            return Route(access: .client, body: .json, offload: true, handler: SignUp.handle)
+        case "accounts:update", "setAccountInfo":
+            return Route(access: .client, body: .json, offload: true, handler: UpdateAccount.handle)
+        case "accounts:delete", "deleteAccount":
+            return Route(access: .client, body: .json, offload: false, handler: DeleteAccount.handle)
         default:
             return nil
         }
@@ -122,10 +128,10 @@ enum Router {
                 } else {
                     return .notFound
                 }
-                guard var r = adminOperation(op) else { return .notFound }
+                guard case (var r, let method)? = adminOperation(op) else { return .notFound }
                 r.projectId = tail[1]
                 r.tenantId = tenant
-                return m == "POST" ? .route(r) : .methodNotAllowed
+                return m == method ? .route(r) : .methodNotAllowed
             }
         } else if version == "v2" {
             if tail == ["recaptchaConfig"] {
@@ -141,13 +147,43 @@ enum Router {
                 r.projectId = tail[1]
                 return .route(r)
             }
+            if tail.count == 3, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "tenants" {
+                var r: Route
+                switch m {
+                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.list)
+                case "POST": r = Route(access: .admin, body: .json, offload: false, handler: Tenants.create)
+                default: return .methodNotAllowed
+                }
+                r.projectId = tail[1]
+                return .route(r)
+            }
+            if tail.count == 4, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "tenants", !tail[3].isEmpty {
+                var r: Route
+                switch m {
+                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.get)
+                case "PATCH": r = Route(access: .admin, body: .json, offload: false, handler: Tenants.patch)
+                case "DELETE": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.delete)
+                default: return .methodNotAllowed
+                }
+                r.projectId = tail[1]
+                r.tenantId = tail[3]
+                return .route(r)
+            }
         }
         return .notFound
     }
 
-    static func adminOperation(_ op: String) -> Route? {
+    /// Admin operations under `/v1/projects/{p}[/tenants/{t}]/`, with their HTTP method.
+    static func adminOperation(_ op: String) -> (Route, String)? {
         switch op {
-        case "accounts:lookup": return Route(access: .adminPath, body: .json, offload: false, handler: Lookup.handle)
+        case "accounts": return (Route(access: .adminPath, body: .json, offload: false, handler: SignUp.handle), "POST")
+        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: false, handler: Lookup.handle), "POST")
+        case "accounts:update": return (Route(access: .adminPath, body: .json, offload: false, handler: UpdateAccount.handle), "POST")
+        case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: false, handler: DeleteAccount.handle), "POST")
+        case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete), "POST")
+        case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet), "GET")
+        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query), "POST")
+        case "accounts:batchCreate": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchCreate), "POST")
         default: return nil
         }
     }

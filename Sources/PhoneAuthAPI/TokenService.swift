@@ -39,7 +39,7 @@ public final class TokenService: Sendable {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
-        for (k, v) in user.customClaims where !reservedClaims.contains(k) { c[k] = v }
+        for (k, v) in user.customClaims where !CustomClaims.reserved.contains(k) { c[k] = v }
         c["iss"] = .string("https://securetoken.google.com/\(key.projectId)")
         c["aud"] = .string(key.projectId)
         c["auth_time"] = .int(authTime)
@@ -63,11 +63,6 @@ public final class TokenService: Sendable {
         c["firebase"] = .object(fb)
         return c
     }
-
-    /// Claim names custom claims may not use (firebase-admin's RESERVED_CLAIMS).
-    public static let reservedClaims: Set<String> = [
-        "acr", "amr", "at_hash", "aud", "auth_time", "azp", "cnf", "c_hash", "exp", "firebase", "iat", "iss", "jti", "nbf", "nonce", "sub",
-    ]
 
     /// Signs (or, in `none` mode, serializes) the claims.
     public func sign(_ claims: JSONObject) throws -> String {

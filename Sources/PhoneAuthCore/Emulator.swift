@@ -7,7 +7,7 @@ public final class StoreBox: Sendable {
     let state: Mutex<AuthStore>
     init(key: StoreKey, config: ProjectConfig) {
         self.key = key
-        state = Mutex(AuthStore(config: config))
+        state = Mutex(AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings()))
     }
 
     /// Runs `body` with exclusive access to the store. Never call out to slow work (signing) inside.
@@ -63,6 +63,11 @@ public final class Emulator: Sendable {
         }
     }
 
+    /// Forgets a store entirely (a deleted tenant); the next use starts afresh.
+    public func removeStore(_ key: StoreKey) {
+        _ = stores.withLock { $0.removeValue(forKey: key) }
+    }
+
     /// Keys of every store created so far.
     public var storeKeys: [StoreKey] { stores.withLock { Array($0.keys) } }
 
@@ -74,6 +79,7 @@ public final class Emulator: Sendable {
         let now = clock.nowMillis()
         let box = store(key)
         let (session, fictional) = try box.withLock { s throws(AuthError) -> (VerificationSession, Bool) in
+            try Self.checkTenantEnabled(s)
             guard s.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
             let settings = s.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
@@ -124,6 +130,7 @@ public final class Emulator: Sendable {
         let now = clock.nowMillis()
         let box = store(key)
         return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
+            try Self.checkTenantEnabled(s)
             let phone: String
             let viaProof: Bool
             if let proof = temporaryProof, !proof.isEmpty {
@@ -183,6 +190,7 @@ public final class Emulator: Sendable {
             if operation == "REAUTH" { throw AuthError.userNotFound }
             var user = UserRecord(localId: newUserID(in: s), createdAt: now)
             user.phoneNumber = phone
+            user.lastRefreshAt = now
             user.lastLoginAt = now
             user.tenantId = key.tenantId
             s.save(user)

@@ -18,13 +18,15 @@ public struct UserRecord: Sendable, Equatable {
     /// Seconds since the epoch; tokens issued before it are revoked.
     public var validSince: Int64?
     public var tenantId: String?
+    /// Opaque hash of a password set through the Admin API (no password sign-in is served).
+    public var passwordHash: String?
 
     public init(localId: String, createdAt: Int64) {
         self.localId = localId
         self.createdAt = createdAt
     }
 
-    public var isAnonymous: Bool { phoneNumber == nil && email == nil }
+    public var isAnonymous: Bool { phoneNumber == nil && email == nil && passwordHash == nil }
 
     /// The custom claims as a JSON object (empty when none or unparsable).
     public var customClaims: JSONObject {
@@ -102,8 +104,13 @@ public struct AuthStore: Sendable {
     public var nextSequence: UInt64 = 0
     /// temporaryProof → phone number (link conflicts).
     public var temporaryProofs: [String: String] = [:]
+    /// Set for tenant stores: the tenant's settings.
+    public var tenant: TenantSettings?
 
-    public init(config: ProjectConfig) { self.config = config }
+    public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
+        self.config = config
+        self.tenant = tenant
+    }
 
     public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
 

@@ -92,3 +92,21 @@ def fresh():
     yield start
     for e in started:
         e.stop()
+
+
+_DUMMY_KEY = None
+
+
+def dummy_credential():
+    """A syntactically valid service-account credential that never leaves the machine (for SDK code paths that
+    insist on one, such as tenant_mgt.auth_for_tenant)."""
+    global _DUMMY_KEY
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from firebase_admin import credentials
+    if _DUMMY_KEY is None:
+        _DUMMY_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return credentials.Certificate({"type": "service_account", "project_id": "demo-phone", "private_key_id": "test",
+                                    "private_key": _DUMMY_KEY, "client_email": "test@demo-phone.iam.gserviceaccount.com",
+                                    "token_uri": "https://oauth2.googleapis.com/token"})

@@ -1,0 +1,167 @@
+import EmulatorSupport
+import JWT
+import PhoneAuthCore
+
+/// Reading `UserChanges` from a request body (shared by create and update).
+extension Call {
+    func userChanges(privileged: Bool) throws(AuthError) -> UserChanges {
+        var c = UserChanges()
+        if let v = try string("displayName") { c.displayName = .set(v) }
+        if let v = try string("photoUrl") { c.photoUrl = .set(v) }
+        if let v = try string("email") { c.email = v.isEmpty ? .clear : .set(v) }
+        if let v = try string("password") {
+            guard v.count >= 6 else { throw AuthError("WEAK_PASSWORD", "Password should be at least 6 characters") }
+            c.passwordHash = PasswordHash.make(v)
+        }
+        for attr in try strings("deleteAttribute") {
+            switch attr {
+            case "DISPLAY_NAME": c.displayName = .clear
+            case "PHOTO_URL": c.photoUrl = .clear
+            case "EMAIL": c.email = .clear
+            case "PASSWORD": break
+            default: throw AuthError.invalidJSON("Invalid value at 'delete_attribute' (TYPE_ENUM), \"\(attr)\"")
+            }
+        }
+        let adminOnly = ["customAttributes", "disableUser", "disabled", "emailVerified", "createdAt", "lastLoginAt"]
+        if !privileged {
+            for k in adminOnly where body[k] != nil && body[k] != .null {
+                if k == "customAttributes" { throw AuthError("INSUFFICIENT_PERMISSION") }
+                throw AuthError("OPERATION_NOT_ALLOWED")
+            }
+            return c
+        }
+        if let v = try string("phoneNumber") { c.phoneNumber = v.isEmpty ? .clear : .set(v) }
+        if let v = try bool("emailVerified") { c.emailVerified = v }
+        if let v = try bool("disableUser") { c.disabled = v } else if let v = try bool("disabled") { c.disabled = v }
+        if let v = try string("customAttributes") { c.customAttributes = try CustomClaims.validate(v.isEmpty ? "{}" : v) }
+        if let v = try int("validSince") { c.validSince = v }
+        if let v = try int("createdAt") { c.createdAt = v }
+        if let v = try int("lastLoginAt") { c.lastLoginAt = v }
+        return c
+    }
+
+    /// An integer field given as a JSON number or a decimal string (proto JSON int64).
+    func int(_ name: String) throws(AuthError) -> Int64? {
+        guard let v = body[name] else { return nil }
+        switch v {
+        case .null: return nil
+        case .number: if let n = v.int64Value { return n }
+        case .string(let s): if let n = Int64(s) { return n }
+        default: break
+        }
+        throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_INT64), \(v.serializedString.prefix(100))")
+    }
+}
+
+/// A salted SHA-256 of a password set through the API (stored so the record shows a password provider; the
+/// emulator serves no password sign-in).
+enum PasswordHash {
+    static func make(_ password: String) -> String {
+        let salt = SystemRandom().bytes(16)
+        return Base64URL.encode(salt) + ":" + Base64URL.encode(sha256(salt + Array(password.utf8)))
+    }
+}
+
+/// `accounts:signUp` (legacy `signupNewUser`) and admin `POST /v1/projects/{p}/accounts`.
+/// Admin: creates a user with the given fields (no tokens). Client: an empty body makes an anonymous user;
+/// `email` + `password` make (or, with `idToken`, link) a password account.
+enum SignUp {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        var o: JSONObject = ["kind": "identitytoolkit#SignupNewUserResponse"]
+        if call.privileged, (try call.string("idToken")) == nil {
+            var changes = try call.userChanges(privileged: true)
+            if let mfa = call.body["mfaInfo"], mfa != .null, mfa.arrayValue == nil { throw AuthError.invalidJSON("/mfaInfo must be array") }
+            if changes.disabled == nil, let d = try call.bool("disabled") { changes.disabled = d }
+            let user = try app.emulator.createUser(key, localId: try call.string("localId"), changes: changes)
+            o["localId"] = .string(user.localId)
+            o.set("email", user.email.map(JSON.string))
+            o.set("displayName", user.displayName.map(JSON.string))
+            return Reply(.object(o))
+        }
+        if try call.string("localId") != nil { throw AuthError("UNEXPECTED_PARAMETER", "User ID") }
+        let changes = try call.userChanges(privileged: false)
+        if let idToken = try call.string("idToken"), !idToken.isEmpty {
+            // Link an email/password to the signed-in user.
+            let (identity, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+            let k = StoreKey(projectId: call.projectId, tenantId: identity.tenantId)
+            let user = try app.emulator.updateUser(k, localId: identity.localId, changes: changes)
+            let provider = changes.passwordHash != nil ? "password" : identity.signInProvider
+            let (id, refresh) = try app.issueTokens(for: user, key: k, signInProvider: provider, authTime: app.emulator.clock.nowSeconds())
+            return Reply(.object(o.merging(["idToken": .string(id), "refreshToken": .string(refresh), "expiresIn": "3600", "localId": .string(user.localId)])))
+        }
+        if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
+            throw AuthError("ADMIN_ONLY_OPERATION")
+        }
+        let user = try app.emulator.createUser(key, localId: nil, changes: changes)
+        let provider = user.isAnonymous ? "anonymous" : "password"
+        let now = app.emulator.clock.nowSeconds()
+        let (id, refresh) = try app.issueTokens(for: user, key: key, signInProvider: provider, authTime: now)
+        _ = try? app.emulator.updateUser(key, localId: user.localId, changes: { var c = UserChanges(); c.lastLoginAt = now * 1000; return c }())
+        o["idToken"] = .string(id)
+        o["refreshToken"] = .string(refresh)
+        o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
+        o["localId"] = .string(user.localId)
+        o.set("email", user.email.map(JSON.string))
+        return Reply(.object(o))
+    }
+}
+
+/// `accounts:update` (legacy `setAccountInfo`) and admin `…/accounts:update`.
+enum UpdateAccount {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        var key = try call.storeKey()
+        let localId: String
+        var identity: TokenIdentity? = nil
+        if let idToken = try call.string("idToken"), !idToken.isEmpty {
+            let (id, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+            identity = id
+            key = StoreKey(projectId: call.projectId, tenantId: id.tenantId)
+            localId = id.localId
+        } else if call.privileged {
+            guard let id = try call.string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
+            localId = id
+        } else {
+            throw AuthError("INVALID_REQ_TYPE", "Unsupported request parameters.")
+        }
+        let changes = try call.userChanges(privileged: call.privileged)
+        let deleteProviders = try call.strings("deleteProvider")
+        let user = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders)
+        var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
+        o.set("email", user.email.map(JSON.string))
+        o.set("displayName", user.displayName.map(JSON.string))
+        o.set("photoUrl", user.photoUrl.map(JSON.string))
+        o.set("phoneNumber", user.phoneNumber.map(JSON.string))
+        if user.email != nil { o["emailVerified"] = .bool(user.emailVerified) }
+        o["providerUserInfo"] = UserJSON.render(user)["providerUserInfo"] ?? []
+        let wantsTokens = try call.bool("returnSecureToken") == true
+        if let identity, changes.passwordHash != nil || wantsTokens {
+            let provider = changes.passwordHash != nil ? "password" : identity.signInProvider
+            let (id, refresh) = try app.issueTokens(for: user, key: key, signInProvider: provider, authTime: identity.authTime)
+            o["idToken"] = .string(id)
+            o["refreshToken"] = .string(refresh)
+            o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
+        }
+        return Reply(.object(o))
+    }
+}
+
+/// `accounts:delete` (legacy `deleteAccount`) and admin `…/accounts:delete`.
+enum DeleteAccount {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        var key = try call.storeKey()
+        let localId: String
+        if let idToken = try call.string("idToken"), !idToken.isEmpty {
+            let (id, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+            key = StoreKey(projectId: call.projectId, tenantId: id.tenantId)
+            localId = id.localId
+        } else if call.privileged {
+            guard let id = try call.string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
+            localId = id
+        } else {
+            throw AuthError("MISSING_ID_TOKEN")
+        }
+        try app.emulator.deleteUser(key, localId: localId)
+        return Reply(["kind": "identitytoolkit#DeleteAccountResponse"])
+    }
+}

@@ -1,0 +1,145 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// Admin bulk operations: `accounts:batchGet` (GET, paged), `accounts:batchDelete`, `accounts:query`,
+/// `accounts:batchCreate` (what `import_users` and firebase-tools import send).
+enum BatchAccounts {
+    static func batchGet(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let tenant = call.pathTenant ?? call.queryValue("tenantId").flatMap { $0.isEmpty ? nil : $0 }
+        let key = StoreKey(projectId: call.projectId, tenantId: tenant)
+        var limit = 20
+        if let m = call.queryValue("maxResults") {
+            guard let n = Int(m), n == -1 || (1...1000).contains(n) else {
+                throw AuthError.invalidArgument("maxResults must be between 1 and 1000 (or -1 for all).")
+            }
+            limit = n == -1 ? Int.max : n
+        }
+        let users = app.emulator.listUsers(key, after: call.queryValue("nextPageToken"), limit: limit)
+        var o: JSONObject = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map(UserJSON.render))]
+        if limit != Int.max, users.count == limit, let last = users.last {
+            if !app.emulator.listUsers(key, after: last.localId, limit: 1).isEmpty { o["nextPageToken"] = .string(last.localId) }
+        }
+        return Reply(.object(o))
+    }
+
+    static func batchDelete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        let ids = try call.strings("localIds")
+        guard !ids.isEmpty else { throw AuthError("MISSING_LOCAL_IDS") }
+        guard ids.count <= 1000 else { throw AuthError("LOCAL_IDS_EXCEED_LIMIT") }
+        let force = try call.bool("force") ?? false
+        var errors: [JSON] = []
+        for (i, id) in ids.enumerated() {
+            let user = app.emulator.store(key).read { $0.users[id] }
+            guard let user else { continue }
+            if !force && !user.disabled {
+                errors.append(["index": .int(i), "localId": .string(id), "message": "NOT_DISABLED : Disable the account before batch deletion."])
+                continue
+            }
+            try? app.emulator.deleteUser(key, localId: id)
+        }
+        var o = JSONObject()
+        if !errors.isEmpty { o["errors"] = .array(errors) }
+        return Reply(.object(o))
+    }
+
+    static func query(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        var users = app.emulator.store(key).read { Array($0.users.values) }
+        if let expr = call.body["expression"]?.arrayValue, !expr.isEmpty {
+            users = users.filter { u in
+                expr.contains { e in
+                    if let id = e["userId"]?.stringValue { return u.localId == id }
+                    if let em = e["email"]?.stringValue { return u.email?.lowercased() == em.lowercased() }
+                    if let p = e["phoneNumber"]?.stringValue { return u.phoneNumber == ((try? PhoneNumber(parsing: p).e164) ?? p) }
+                    return false
+                }
+            }
+        }
+        switch try call.string("sortBy") ?? "USER_ID" {
+        case "NAME": users.sort { ($0.displayName ?? "", $0.localId) < ($1.displayName ?? "", $1.localId) }
+        case "CREATED_AT": users.sort { ($0.createdAt, $0.localId) < ($1.createdAt, $1.localId) }
+        case "LAST_LOGIN_AT": users.sort { ($0.lastLoginAt ?? 0, $0.localId) < ($1.lastLoginAt ?? 0, $1.localId) }
+        case "USER_EMAIL": users.sort { ($0.email ?? "", $0.localId) < ($1.email ?? "", $1.localId) }
+        default: users.sort { $0.localId < $1.localId }
+        }
+        if try call.string("order") == "DESC" { users.reverse() }
+        let offset = Int(try call.int("offset") ?? 0)
+        let limit = Int(try call.int("limit") ?? 500)
+        guard offset >= 0, limit >= 0 else { throw AuthError.invalidArgument("offset and limit must not be negative.") }
+        let page = Array(users.dropFirst(offset).prefix(limit))
+        var o: JSONObject = ["recordsCount": .string(String(page.count))]
+        if try call.bool("returnUserInfo") ?? true { o["userInfo"] = .array(page.map(UserJSON.render)) }
+        return Reply(.object(o))
+    }
+
+    /// Imports users. Per-user problems come back in a 200 as `error[{index, message}]`.
+    static func batchCreate(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError("MISSING_USER_ACCOUNT") }
+        guard items.count <= 1000 else { throw AuthError.invalidArgument("A maximum of 1000 users can be imported at once.") }
+        let allowOverwrite = try call.bool("allowOverwrite") ?? false
+        var seen = Set<String>()
+        var errors: [JSON] = []
+        for (i, item) in items.enumerated() {
+            func fail(_ m: String) { errors.append(["index": .int(i), "message": .string(m)]) }
+            guard case .object(let u) = item else { fail("user must be an object"); continue }
+            guard let localId = stringField(u["localId"]), !localId.isEmpty else { fail("localId is missing"); continue }
+            guard localId.utf8.count <= 128 else { fail("localId is too long"); continue }
+            guard seen.insert(localId).inserted else { throw AuthError("DUPLICATE_LOCAL_ID", localId) }
+            var c = UserChanges()
+            if let v = stringField(u["displayName"]) { c.displayName = .set(v) }
+            if let v = stringField(u["photoUrl"]) { c.photoUrl = .set(v) }
+            if let v = stringField(u["email"]) {
+                guard v.contains("@") else { fail("email is invalid"); continue }
+                c.email = .set(v)
+            }
+            if let v = u["emailVerified"]?.boolValue { c.emailVerified = v }
+            if let v = u["disabled"]?.boolValue { c.disabled = v }
+            if let v = stringField(u["phoneNumber"]) {
+                guard (try? PhoneNumber(parsing: v)) != nil else { fail("phone number format is invalid"); continue }
+                c.phoneNumber = .set(v)
+            }
+            if let v = stringField(u["customAttributes"]) {
+                do { c.customAttributes = try CustomClaims.validate(v) } catch { fail("Invalid claims: \(error.message)"); continue }
+            }
+            if let v = intField(u["createdAt"]) { c.createdAt = v }
+            if let v = intField(u["lastLoginAt"]) { c.lastLoginAt = v }
+            if let v = intField(u["validSince"]) { c.validSince = v }
+            if let v = stringField(u["passwordHash"]) {
+                c.passwordHash = v
+                c.passwordRevokesTokens = false
+            }
+            let exists = app.emulator.store(key).read { $0.users[localId] != nil }
+            do {
+                if exists {
+                    guard allowOverwrite else { fail("localId belongs to an existing account"); continue }
+                    try app.emulator.deleteUser(key, localId: localId)
+                }
+                _ = try app.emulator.createUser(key, localId: localId, changes: c)
+            } catch {
+                let e = error
+                fail(e.code == "PHONE_NUMBER_EXISTS" ? "phone number already exists" : e.code == "EMAIL_EXISTS" ? "email already exists" : e.message)
+            }
+        }
+        var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
+        if !errors.isEmpty { o["error"] = .array(errors) }
+        return Reply(.object(o))
+    }
+
+    static func stringField(_ v: JSON?) -> String? {
+        switch v {
+        case .string(let s)?: return s
+        case .number?: return v?.int64Value.map { String($0) }
+        default: return nil
+        }
+    }
+
+    static func intField(_ v: JSON?) -> Int64? {
+        switch v {
+        case .number?: return v?.int64Value
+        case .string(let s)?: return Int64(s)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// `/identitytoolkit.googleapis.com/v2/projects/{p}/tenants[/{t}]`: create, list, get, update, delete (admin).
+/// The Tenant resource as production: `name`, `displayName`, `allowPasswordSignup`, `enableEmailLinkSignin`,
+/// `disableAuth`, `enableAnonymousUser`, `testPhoneNumbers`, plus any other field, stored as given.
+enum Tenants {
+    static func resource(_ app: PhoneAuthApp, _ key: StoreKey) -> JSONObject {
+        let t = app.emulator.tenantSettings(key) ?? TenantSettings()
+        let config = app.emulator.config(key)
+        var o = t.extra
+        o["name"] = .string("projects/\(key.projectId)/tenants/\(key.tenantId ?? "")")
+        o.set("displayName", t.displayName.map(JSON.string))
+        o["allowPasswordSignup"] = .bool(t.allowPasswordSignup)
+        o["enableEmailLinkSignin"] = .bool(t.enableEmailLinkSignin)
+        o["disableAuth"] = .bool(t.disableAuth)
+        o["enableAnonymousUser"] = .bool(t.enableAnonymousUser)
+        o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
+        return o
+    }
+
+    /// Applies resource fields (all given ones, or only the masked paths) onto the tenant.
+    static func apply(_ app: PhoneAuthApp, _ key: StoreKey, body: JSONObject, masks: [String]?) throws {
+        var doc = resource(app, key)
+        if let masks, !masks.isEmpty {
+            for m in masks {
+                let path = m.split(separator: ".").map(String.init)
+                doc.setValue(body.value(atPath: path), atPath: path)
+            }
+        } else {
+            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers"])
+        }
+        var t = TenantSettings()
+        var extra = doc
+        for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers"] {
+            extra[k] = nil
+        }
+        func flag(_ k: String, _ d: Bool) throws -> Bool {
+            guard let v = doc[k], v != .null else { return d }
+            guard let b = v.boolValue else { throw AuthError.invalidJSON("Invalid value at '\(k)' (TYPE_BOOL), \(v.serializedString.prefix(60))") }
+            return b
+        }
+        if let n = doc["displayName"], n != .null {
+            guard let s = n.stringValue, isValidDisplayName(s) else {
+                throw AuthError("INVALID_TENANT_DISPLAY_NAME", "Display name must start with a letter and have 4 to 20 letters, digits or hyphens.")
+            }
+            t.displayName = s
+        }
+        t.allowPasswordSignup = try flag("allowPasswordSignup", true)
+        t.enableEmailLinkSignin = try flag("enableEmailLinkSignin", false)
+        t.disableAuth = try flag("disableAuth", false)
+        t.enableAnonymousUser = try flag("enableAnonymousUser", true)
+        t.extra = extra
+        var config = app.emulator.config(key)
+        do {
+            config.testPhoneNumbers = try doc["testPhoneNumbers"].map { v throws(ConfigError) in
+                try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers")
+            } ?? [:]
+        } catch {
+            throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
+        }
+        app.emulator.replaceConfig(key, config)
+        app.emulator.setTenantSettings(key, t)
+    }
+
+    static func isValidDisplayName(_ s: String) -> Bool {
+        guard (4...20).contains(s.count), let f = s.unicodeScalars.first, (f >= "a" && f <= "z") || (f >= "A" && f <= "Z") else { return false }
+        return s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-" }
+    }
+
+    static func create(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let base = (call.body["displayName"]?.stringValue ?? "tenant").lowercased().filter { $0.isLetter || $0.isNumber || $0 == "-" }
+        var id = ""
+        repeat {
+            id = "\(base.isEmpty ? "tenant" : String(base.prefix(20)))-\(app.emulator.random.alphanumeric(5).lowercased())"
+        } while app.emulator.tenants(of: call.projectId).contains(id)
+        let key = StoreKey(projectId: call.projectId, tenantId: id)
+        do {
+            try apply(app, key, body: call.body, masks: nil)
+        } catch {
+            app.emulator.deleteTenant(key)
+            throw error
+        }
+        return Reply(.object(resource(app, key)))
+    }
+
+    static func list(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let size = Int(call.queryValue("pageSize") ?? "20") ?? 20
+        guard (1...1000).contains(size) else { throw AuthError.invalidArgument("pageSize must be between 1 and 1000.") }
+        var ids = app.emulator.tenants(of: call.projectId)
+        if let token = call.queryValue("pageToken"), !token.isEmpty { ids = ids.filter { $0 > token } }
+        let page = Array(ids.prefix(size))
+        var o: JSONObject = ["tenants": .array(page.map { .object(resource(app, StoreKey(projectId: call.projectId, tenantId: $0))) })]
+        if ids.count > size, let last = page.last { o["nextPageToken"] = .string(last) }
+        return Reply(.object(o))
+    }
+
+    static func existing(_ app: PhoneAuthApp, _ call: Call) throws -> StoreKey {
+        guard let t = call.pathTenant, app.emulator.tenants(of: call.projectId).contains(t) else { throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound") }
+        return StoreKey(projectId: call.projectId, tenantId: t)
+    }
+
+    static func get(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        Reply(.object(resource(app, try existing(app, call))))
+    }
+
+    static func patch(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try existing(app, call)
+        let masks = call.queryValues("updateMask").flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        try apply(app, key, body: call.body, masks: masks)
+        return Reply(.object(resource(app, key)))
+    }
+
+    static func delete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        app.emulator.deleteTenant(try existing(app, call))
+        return Reply(.object([:]))
+    }
+}

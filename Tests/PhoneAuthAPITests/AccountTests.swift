@@ -1,0 +1,107 @@
+import EmulatorSupport
+import HTTPServer
+import JWT
+@testable import PhoneAuthAPI
+import PhoneAuthCore
+import XCTest
+
+/// Account endpoints through the responder: admin create/update/delete, claims rules, batch operations.
+final class AccountTests: XCTestCase {
+    var app: PhoneAuthApp!
+
+    override func setUp() {
+        let emulator = Emulator(defaultProjectId: "demo-phone", clock: EmulatorClock(fixedAtMillis: 1_800_000_000_000),
+                                random: SeededRandom(seed: 9), logger: Logger(label: "t", level: .critical))
+        app = PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: .none, initialKey: nil), signingPool: nil,
+                           logger: Logger(label: "t", level: .critical))
+    }
+
+    func admin(_ op: String, _ body: String, method: String = "POST", tenant: String? = nil) -> (Int, JSON) {
+        var h = HTTPHeaders()
+        h.add("Authorization", "Bearer owner")
+        let base = "/identitytoolkit.googleapis.com/v1/projects/demo-phone" + (tenant.map { "/tenants/\($0)" } ?? "")
+        let resp = app.respond(to: HTTPRequest(method: method, target: base + "/" + op, headers: h, body: Array(body.utf8)), context: .detached)!
+        return (resp.status, resp.body.isEmpty ? .null : (try? JSONParser.parse(resp.body)) ?? .null)
+    }
+
+    func message(_ r: (Int, JSON)) -> String? { r.1["error"]?["message"]?.stringValue }
+
+    func testCreateUpdateDeleteLifecycle() {
+        let (s, created) = admin("accounts", #"{"localId":"u1","phoneNumber":"+1 650 555 0001","displayName":"A"}"#)
+        XCTAssertEqual(s, 200)
+        XCTAssertEqual(created["localId"], "u1")
+        XCTAssertEqual(message(admin("accounts", #"{"localId":"u1"}"#)), "DUPLICATE_LOCAL_ID")
+        XCTAssertEqual(message(admin("accounts", #"{"phoneNumber":"+16505550001"}"#)), "PHONE_NUMBER_EXISTS")
+        XCTAssertEqual(message(admin("accounts", #"{"phoneNumber":"555-0100"}"#)), "INVALID_PHONE_NUMBER : Invalid format.")
+
+        let (_, updated) = admin("accounts:update", #"{"localId":"u1","disableUser":true,"validSince":"1800000000","customAttributes":"{\"role\":\"x\"}"}"#)
+        XCTAssertEqual(updated["localId"], "u1")
+        let (_, looked) = admin("accounts:lookup", #"{"localId":["u1"]}"#)
+        let user = looked["users"]?.arrayValue?.first
+        XCTAssertEqual(user?["disabled"], true)
+        XCTAssertEqual(user?["validSince"], "1800000000")
+        XCTAssertEqual(user?["customAttributes"], #"{"role":"x"}"#)
+        XCTAssertEqual(message(admin("accounts:update", #"{"disableUser":true}"#)), "MISSING_LOCAL_ID")
+        XCTAssertEqual(message(admin("accounts:update", #"{"localId":"nobody"}"#)), "USER_NOT_FOUND")
+
+        let (ds, deleted) = admin("accounts:delete", #"{"localId":"u1"}"#)
+        XCTAssertEqual(ds, 200)
+        XCTAssertEqual(deleted["kind"], "identitytoolkit#DeleteAccountResponse")
+        XCTAssertEqual(message(admin("accounts:delete", #"{"localId":"u1"}"#)), "USER_NOT_FOUND")
+    }
+
+    func testClaimRules() {
+        _ = admin("accounts", #"{"localId":"u2"}"#)
+        XCTAssertEqual(message(admin("accounts:update", #"{"localId":"u2","customAttributes":"{\"iss\":1}"}"#)), "FORBIDDEN_CLAIM : iss")
+        XCTAssertEqual(message(admin("accounts:update", #"{"localId":"u2","customAttributes":"42"}"#)), "INVALID_CLAIMS")
+        let big = String(repeating: "x", count: 995)
+        XCTAssertEqual(message(admin("accounts:update", #"{"localId":"u2","customAttributes":"{\"k\":\"\#(big)\"}"}"#)), "CLAIMS_TOO_LARGE")
+        XCTAssertEqual(admin("accounts:update", #"{"localId":"u2","customAttributes":"{\"role\":\"ok\"}"}"#).0, 200)
+    }
+
+    func testBatchGetPagesInLocalIdOrder() {
+        for i in [3, 1, 2, 5, 4] { _ = admin("accounts", #"{"localId":"u\#(i)"}"#) }
+        let (_, p1) = admin("accounts:batchGet?maxResults=2", "", method: "GET")
+        XCTAssertEqual(p1["users"]?.arrayValue?.map { $0["localId"]!.stringValue! }, ["u1", "u2"])
+        XCTAssertEqual(p1["nextPageToken"], "u2")
+        let (_, p3) = admin("accounts:batchGet?maxResults=2&nextPageToken=u4", "", method: "GET")
+        XCTAssertEqual(p3["users"]?.arrayValue?.map { $0["localId"]!.stringValue! }, ["u5"])
+        XCTAssertNil(p3["nextPageToken"])
+        let (_, all) = admin("accounts:batchGet?maxResults=-1", "", method: "GET")
+        XCTAssertEqual(all["users"]?.arrayValue?.count, 5)
+        XCTAssertEqual(admin("accounts:batchGet?maxResults=5000", "", method: "GET").0, 400)
+        XCTAssertEqual(admin("accounts:batchGet", "", method: "POST").0, 405)
+    }
+
+    func testBatchDeleteNeedsForceForEnabledUsers() {
+        _ = admin("accounts", #"{"localId":"a"}"#)
+        _ = admin("accounts", #"{"localId":"b","disabled":true}"#)
+        let (_, r) = admin("accounts:batchDelete", #"{"localIds":["a","b"]}"#)
+        XCTAssertEqual(r["errors"]?.arrayValue?.first?["localId"], "a")
+        XCTAssertEqual(admin("accounts:lookup", #"{"localId":["a","b"]}"#).1["users"]?.arrayValue?.count, 1)
+        XCTAssertNil(admin("accounts:batchDelete", #"{"localIds":["a"],"force":true}"#).1["errors"])
+    }
+
+    func testBatchCreateReportsPerUserErrors() {
+        _ = admin("accounts", #"{"localId":"taken","phoneNumber":"+15550000001"}"#)
+        let (s, r) = admin("accounts:batchCreate", #"""
+            {"users":[{"localId":"ok","phoneNumber":"+15550000002","customAttributes":"{\"a\":1}","createdAt":"1700000000000"},
+                      {"phoneNumber":"+15550000003"},
+                      {"localId":"bad-phone","phoneNumber":"nope"},
+                      {"localId":"taken"},
+                      {"localId":"dup-phone","phoneNumber":"+15550000001"}]}
+            """#)
+        XCTAssertEqual(s, 200)
+        XCTAssertEqual(r["error"]?.arrayValue?.compactMap { $0["index"]?.int64Value }, [1, 2, 3, 4])
+        let user = admin("accounts:lookup", #"{"localId":["ok"]}"#).1["users"]?.arrayValue?.first
+        XCTAssertEqual(user?["createdAt"], "1700000000000")
+        XCTAssertEqual(message(admin("accounts:batchCreate", #"{"users":[]}"#)), "MISSING_USER_ACCOUNT")
+        XCTAssertEqual(message(admin("accounts:batchCreate", #"{"users":[{"localId":"z"},{"localId":"z"}]}"#)), "DUPLICATE_LOCAL_ID : z")
+    }
+
+    func testTenantStoresAreSeparate() {
+        _ = admin("accounts", #"{"localId":"t-user"}"#, tenant: "t1")
+        XCTAssertNil(admin("accounts:lookup", #"{"localId":["t-user"]}"#).1["users"])
+        XCTAssertEqual(admin("accounts:lookup", #"{"localId":["t-user"]}"#, tenant: "t1").1["users"]?.arrayValue?.first?["tenantId"], "t1")
+    }
+}
