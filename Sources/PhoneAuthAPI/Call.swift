@@ -14,6 +14,8 @@ struct Call: Sendable {
     /// `/tenants/{t}/` from the path, if any.
     let pathTenant: String?
     let pathParams: [String: String]
+    /// Answers a deferred call later (see `Reply.deferred`), from any thread.
+    let complete: @Sendable (Reply) -> Void
 
     func queryValue(_ name: String) -> String? { query.last(where: { $0.0 == name })?.1 }
     func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
@@ -78,6 +80,9 @@ struct Call: Sendable {
 
 /// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.
 struct Reply: Sendable {
+    /// The handler will answer later through `Call.complete` (long polls); nothing is sent now.
+    static let deferred: Reply = { var r = Reply(.null); r.isDeferred = true; return r }()
+    var isDeferred = false
     var status = 200
     var json: JSON?
     var raw: [UInt8]? = nil

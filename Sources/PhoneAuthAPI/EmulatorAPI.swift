@@ -36,6 +36,29 @@ enum EmulatorAPI {
         return .object(o)
     }
 
+    /// Long-poll: the newest pending code for `phoneNumber`, or the first one created within `timeoutSeconds`
+    /// (default 30, at most 300); 404 `NOT_FOUND` after the timeout. Holds no thread while waiting.
+    static func waitForCode(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        guard let raw = call.queryValue("phoneNumber") else { throw AuthError.invalidArgument("phoneNumber is required.") }
+        let phone = try PhoneNumber(parsing: raw).e164
+        var timeout = 30.0
+        if let t = call.queryValue("timeoutSeconds") {
+            guard let v = Double(t), v >= 0, v <= 300 else { throw AuthError.invalidArgument("timeoutSeconds must be between 0 and 300.") }
+            timeout = v
+        }
+        let complete = call.complete
+        let seconds = timeout
+        app.emulator.waitForCode(key(call), phone: phone, timeoutSeconds: seconds) { session in
+            if let session {
+                complete(Reply(render(session)))
+            } else {
+                let e = AuthError.notFound("No verification code for \(phone) arrived within \(seconds) seconds.")
+                complete(Reply(ErrorEnvelope.render(e), status: 404))
+            }
+        }
+        return .deferred
+    }
+
     static func clearCodes(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let phone = try call.queryValue("phoneNumber").map { raw throws(AuthError) in try PhoneNumber(parsing: raw).e164 }
         let n = app.emulator.clearVerificationCodes(key(call), phone: phone)

@@ -32,18 +32,21 @@ public final class PhoneAuthApp: HTTPResponder {
             return render(error: .methodNotAllowed, for: request)
         case .route(let route):
             if route.offload, tokens.mode == .rs256, let pool = signingPool {
-                pool.submit { [self] in context.complete(self.handle(request, route)) }
+                pool.submit { [self] in
+                    if let r = self.handle(request, route, context) { context.complete(r) }
+                }
                 return nil
             }
-            return handle(request, route)
+            return handle(request, route, context)
         }
     }
 
-    /// Runs a routed request to completion (on the loop, or on the signing pool).
-    func handle(_ request: HTTPRequest, _ route: Route) -> HTTPResponse {
+    /// Runs a routed request (on the loop, or on the signing pool); nil when the handler answers later.
+    func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext) -> HTTPResponse? {
         do {
-            let call = try makeCall(request, route)
+            let call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
             let reply = try route.handler(self, call)
+            if reply.isDeferred { return nil }
             return render(reply, for: request)
         } catch let e as AuthError {
             return render(error: e, for: request)
@@ -53,7 +56,7 @@ public final class PhoneAuthApp: HTTPResponder {
         }
     }
 
-    func makeCall(_ request: HTTPRequest, _ route: Route) throws(AuthError) -> Call {
+    func makeCall(_ request: HTTPRequest, _ route: Route, complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
         let query = URLEncoding.parsePairs(request.query)
         // Credentials.
         var privileged = false
@@ -108,7 +111,7 @@ public final class PhoneAuthApp: HTTPResponder {
         guard Self.isValidProjectID(projectId) else { throw AuthError.invalidArgument("Invalid project ID: \(projectId.prefix(64))") }
         if let t = route.tenantId, !t.isEmpty, !Self.isValidProjectID(t) { throw AuthError("INVALID_TENANT_ID") }
         return Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                    pathTenant: route.tenantId.flatMap { $0.isEmpty ? nil : $0 }, pathParams: route.params)
+                    pathTenant: route.tenantId.flatMap { $0.isEmpty ? nil : $0 }, pathParams: route.params, complete: complete)
     }
 
     /// Project and tenant ids: letters, digits, `-` and `_`, at most 128 characters.

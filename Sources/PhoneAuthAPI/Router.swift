@@ -97,6 +97,8 @@ enum Router {
             return Route(access: .client, body: .json, offload: true, handler: UpdateAccount.handle)
         case "accounts:delete", "deleteAccount":
             return Route(access: .client, body: .json, offload: false, handler: DeleteAccount.handle)
+        case "accounts:verifyClient", "verifyClient":
+            return Route(access: .client, body: .json, offload: false, handler: VerifyClient.handle)
         default:
             return nil
         }
@@ -189,6 +191,18 @@ enum Router {
     }
 
     static func emulator(_ m: String, _ rest: [String]) -> Match {
+        if rest.count == 2, rest[0] == "v1" {
+            let r: Route
+            switch (rest[1], m) {
+            case ("clock", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorControls.clock)
+            case ("clock:advance", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.advanceClock)
+            case ("clock:reset", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.resetClock)
+            case ("keys:rotate", "POST"): r = Route(access: .open, body: .json, offload: true, handler: EmulatorControls.rotateKeys)
+            case ("clock", _), ("clock:advance", _), ("clock:reset", _), ("keys:rotate", _): return .methodNotAllowed
+            default: return .notFound
+            }
+            return .route(r)
+        }
         guard rest.count >= 4, rest[0] == "v1", rest[1] == "projects", !rest[2].isEmpty else { return .notFound }
         var resource = Array(rest.dropFirst(3))
         var tenant: String? = nil
@@ -204,7 +218,11 @@ enum Router {
         case ("verificationCodes", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.listCodes)
         case ("verificationCodes", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.clearCodes)
         case ("accounts", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts)
-        case ("config", _), ("verificationCodes", _), ("accounts", _): return .methodNotAllowed
+        case ("verificationCodes:wait", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.waitForCode)
+        case ("pushNotifications", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorControls.pushNotifications)
+        case ("appCredentials", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.mintCredential)
+        case ("config", _), ("verificationCodes", _), ("accounts", _), ("verificationCodes:wait", _), ("pushNotifications", _), ("appCredentials", _):
+            return .methodNotAllowed
         default: return .notFound
         }
         r.projectId = rest[2]

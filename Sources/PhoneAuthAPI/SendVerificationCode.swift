@@ -10,10 +10,31 @@ enum SendVerificationCode {
         let key = try call.storeKey()
         let phone = try call.string("phoneNumber")
         let hash = try call.object("autoRetrievalInfo")?["appSignatureHash"]?.stringValue
-        let sessionInfo = try app.emulator.sendVerificationCode(key, phoneNumber: phone, autoRetrievalHash: hash)
+        var creds = AppCredentials()
+        creds.recaptchaToken = try call.string("recaptchaToken")
+        creds.captchaResponse = try call.string("captchaResponse")
+        creds.iosReceipt = try call.string("iosReceipt")
+        creds.iosSecret = try call.string("iosSecret")
+        creds.playIntegrityToken = try call.string("playIntegrityToken")
+        creds.safetyNetToken = try call.string("safetyNetToken")
+        let sessionInfo = try app.emulator.sendVerificationCode(
+            key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds)
         var o: JSONObject = [:]
         if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#SendVerificationCodeResponse" }
         o["sessionInfo"] = .string(sessionInfo)
+        return Reply(.object(o))
+    }
+}
+
+/// `accounts:verifyClient` (v1 and legacy v3), the first step of iOS app verification: records the silent push
+/// `{appToken, receipt, secret}` (readable at `/emulator/v1/projects/{p}/pushNotifications`) and returns the receipt.
+enum VerifyClient {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let receipt = try app.emulator.verifyClient(try call.storeKey(), appToken: try call.string("appToken"))
+        var o: JSONObject = [:]
+        if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#VerifyClientResponse" }
+        o["receipt"] = .string(receipt)
+        o["suggestedTimeout"] = "5"
         return Reply(.object(o))
     }
 }

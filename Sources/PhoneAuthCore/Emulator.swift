@@ -1,3 +1,4 @@
+import Dispatch
 import EmulatorSupport
 import Synchronization
 
@@ -34,6 +35,7 @@ public final class Emulator: Sendable {
     private let initialConfigs: [String: ProjectConfig]
     private let stores = Mutex<[StoreKey: StoreBox]>([:])
     private let refreshTokens = Mutex<[String: RefreshTokenRecord]>([:])
+    private let waiters = Mutex<[StoreKey: [CodeWaiter]]>([:])
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
@@ -74,7 +76,9 @@ public final class Emulator: Sendable {
     // MARK: sendVerificationCode
 
     /// Creates a verification session and returns its `sessionInfo`.
-    public func sendVerificationCode(_ key: StoreKey, phoneNumber raw: String?, autoRetrievalHash: String? = nil) throws(AuthError) -> String {
+    /// Fictional numbers skip app verification, regions and limits; others pass `checkSendPolicy`.
+    public func sendVerificationCode(_ key: StoreKey, phoneNumber raw: String?, autoRetrievalHash: String? = nil,
+                                     clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
         let box = store(key)
@@ -84,6 +88,9 @@ public final class Emulator: Sendable {
             let settings = s.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
             let preset = s.config.testPhoneNumbers[phone.e164]
+            if preset == nil {
+                try Self.checkSendPolicy(&s, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+            }
             let code = preset ?? random.digits(settings.codeLength)
             var text = "\(code) is your verification code."
             if let hash = autoRetrievalHash, !hash.isEmpty { text = "<#> \(text)\n\(hash)" }
@@ -101,7 +108,37 @@ public final class Emulator: Sendable {
         } else {
             logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
         }
+        let ready = waiters.withLock { m -> [CodeWaiter] in
+            guard let list = m[key] else { return [] }
+            let matched = list.filter { $0.phone == session.phoneNumber }
+            m[key] = list.filter { $0.phone != session.phoneNumber }
+            return matched
+        }
+        for w in ready { w.fire(session) }
         return session.sessionInfo
+    }
+
+    /// The inbox long-poll: answers at once with the newest pending code for `phone`, else with the first one
+    /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread.
+    public func waitForCode(_ key: StoreKey, phone: String, timeoutSeconds: Double,
+                            callback: @escaping @Sendable (VerificationSession?) -> Void) {
+        if let newest = verificationCodes(key, phone: phone).last {
+            callback(newest)
+            return
+        }
+        let waiter = CodeWaiter(phone: phone, callback: callback)
+        waiters.withLock { $0[key, default: []].append(waiter) }
+        // A send may have landed between the check and the registration.
+        if let newest = verificationCodes(key, phone: phone).last { dropWaiter(key, waiter); waiter.fire(newest); return }
+        guard timeoutSeconds > 0 else { dropWaiter(key, waiter); waiter.fire(nil); return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeoutSeconds) { [self] in
+            dropWaiter(key, waiter)
+            waiter.fire(nil)
+        }
+    }
+
+    private func dropWaiter(_ key: StoreKey, _ w: CodeWaiter) {
+        waiters.withLock { m in m[key]?.removeAll { $0 === w } }
     }
 
     /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`).

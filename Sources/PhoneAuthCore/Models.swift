@@ -106,6 +106,10 @@ public struct AuthStore: Sendable {
     public var temporaryProofs: [String: String] = [:]
     /// Set for tenant stores: the tenant's settings.
     public var tenant: TenantSettings?
+    /// Opt-in send limits' windows.
+    public var windows = SendWindows()
+    /// Minted app credentials, iOS receipts and recorded pushes.
+    public var credentials = CredentialState()
 
     public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
         self.config = config

@@ -1,0 +1,60 @@
+import EmulatorSupport
+import JWT
+import PhoneAuthCore
+
+/// Emulator-wide controls: the clock, key rotation, minted app credentials and recorded iOS pushes.
+enum EmulatorControls {
+    static func clockJSON(_ app: PhoneAuthApp) -> JSON {
+        let now = app.emulator.clock.nowMillis()
+        return [
+            "now": .string(Timestamp.rfc3339(millis: now)),
+            "nowMillis": .int(now),
+            "offsetSeconds": .number(Double(app.emulator.clock.offsetMillis) / 1000),
+        ]
+    }
+
+    static func clock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply { Reply(clockJSON(app)) }
+
+    /// `{"seconds": N}` (N ≥ 0, fractions allowed): every expiry, token `iat`/`exp` and rate window moves with it.
+    static func advanceClock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        guard let v = call.body["seconds"], case .number(let seconds) = v, seconds.isFinite, seconds >= 0, seconds <= 10 * 365 * 86400 else {
+            throw AuthError.invalidArgument("seconds must be a number from 0 to 315360000.")
+        }
+        app.emulator.clock.advance(millis: Int64((seconds * 1000).rounded()))
+        return Reply(clockJSON(app))
+    }
+
+    static func resetClock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        app.emulator.clock.reset()
+        return Reply(clockJSON(app))
+    }
+
+    /// A new signing key becomes current; the previous ones stay published so existing tokens still verify.
+    static func rotateKeys(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        guard app.tokens.mode == .rs256 else {
+            throw AuthError("FAILED_PRECONDITION", "Token signing is 'none': there is no key to rotate.")
+        }
+        let key = try SigningKey(key: RSAKey.generate(bits: 2048), createdAt: app.emulator.clock.nowSeconds())
+        app.tokens.rotate(to: key)
+        app.logger.info("signing key rotated", [("kid", key.kid)])
+        return Reply(["kid": .string(key.kid), "publishedKids": .array(app.tokens.publishedKeys.map { .string($0.kid) })])
+    }
+
+    /// `{"type": "RECAPTCHA" | "PLAY_INTEGRITY"}` → a token that passes `ENFORCE` once, within two minutes.
+    static func mintCredential(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let raw = try call.string("type") ?? ""
+        guard let type = MintedCredentialType(rawValue: raw.uppercased()) else {
+            throw AuthError.invalidArgument("type must be \"RECAPTCHA\" or \"PLAY_INTEGRITY\".")
+        }
+        let (token, exp) = app.emulator.mintAppCredential(EmulatorAPI.key(call), type: type)
+        return Reply(["type": .string(type.rawValue), "token": .string(token), "expiresAt": .string(Timestamp.rfc3339(millis: exp))])
+    }
+
+    static func pushNotifications(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let pushes = app.emulator.pushNotifications(EmulatorAPI.key(call))
+        return Reply(["pushNotifications": .array(pushes.map { p in
+            ["appToken": .string(p.appToken), "receipt": .string(p.receipt), "secret": .string(p.secret),
+             "createdAt": .string(Timestamp.rfc3339(millis: p.createdAt))]
+        })])
+    }
+}

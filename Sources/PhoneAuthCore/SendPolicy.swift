@@ -1,0 +1,155 @@
+import EmulatorSupport
+import Synchronization
+
+/// The app-verification credentials a `sendVerificationCode` request may carry.
+public struct AppCredentials: Sendable, Equatable {
+    public var recaptchaToken: String?
+    /// Enterprise token; `"NO_RECAPTCHA"` means none.
+    public var captchaResponse: String?
+    public var iosReceipt: String?
+    public var iosSecret: String?
+    public var playIntegrityToken: String?
+    public var safetyNetToken: String?
+    public init() {}
+}
+
+/// A credential this emulator minted (`POST /emulator/v1/projects/{p}/appCredentials`).
+public enum MintedCredentialType: String, Sendable, CaseIterable {
+    case recaptcha = "RECAPTCHA"
+    case playIntegrity = "PLAY_INTEGRITY"
+}
+
+/// A silent push that iOS `verifyClient` would have sent.
+public struct PushNotification: Sendable, Equatable {
+    public let appToken: String
+    public let receipt: String
+    public let secret: String
+    public let createdAt: Int64
+}
+
+/// Sliding-window event times for the opt-in send limits.
+public struct SendWindows: Sendable {
+    public var perPhone: [String: [Int64]] = [:]
+    public var perIP: [String: [Int64]] = [:]
+    public var quota: [Int64] = []
+
+    static func count(_ times: inout [Int64], now: Int64, windowMillis: Int64) -> Int {
+        times.removeAll { $0 <= now - windowMillis }
+        return times.count
+    }
+}
+
+/// Credential state kept per project (or tenant).
+public struct CredentialState: Sendable {
+    /// token → (type, expiresAt)
+    public var minted: [String: (MintedCredentialType, Int64)] = [:]
+    /// iOS receipt → (secret, expiresAt)
+    public var receipts: [String: (String, Int64)] = [:]
+    public var pushes: [PushNotification] = []
+}
+
+extension Emulator {
+    static let regionBlocked = AuthError("OPERATION_NOT_ALLOWED", "SMS unable to be sent until this region enabled by the app developer")
+    /// Minted tokens and iOS receipts live this long (reCAPTCHA tokens expire after two minutes in production).
+    static let credentialLifetimeMillis: Int64 = 120_000
+
+    /// App verification, region policy and limits for a non-fictional number, in production's order.
+    /// Runs under the store lock; records the send in the windows when everything passes.
+    static func checkSendPolicy(_ s: inout AuthStore, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
+        let settings = s.config.phoneAuth
+        if settings.appVerification == .enforce {
+            try verifyApp(&s.credentials, credentials, now: now)
+        }
+        guard s.config.smsRegion.allows(region: phone.region) else { throw regionBlocked }
+        let perPhone = settings.perPhoneNumber, perIP = settings.perIp, quota = settings.smsQuota
+        if perPhone.max > 0 {
+            var times = s.windows.perPhone[phone.e164] ?? []
+            let n = SendWindows.count(&times, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000)
+            s.windows.perPhone[phone.e164] = times
+            if n >= perPhone.max { throw AuthError.tooManyAttempts }
+        }
+        if perIP.max > 0, let ip = clientIP {
+            var times = s.windows.perIP[ip] ?? []
+            let n = SendWindows.count(&times, now: now, windowMillis: Int64(perIP.perSeconds) * 1000)
+            s.windows.perIP[ip] = times
+            if n >= perIP.max { throw AuthError.tooManyAttempts }
+        }
+        if quota.max > 0 {
+            let n = SendWindows.count(&s.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
+            if n >= quota.max { throw AuthError("QUOTA_EXCEEDED", "Exceeded quota.") }
+        }
+        if perPhone.max > 0 { s.windows.perPhone[phone.e164, default: []].append(now) }
+        if perIP.max > 0, let ip = clientIP { s.windows.perIP[ip, default: []].append(now) }
+        if quota.max > 0 { s.windows.quota.append(now) }
+    }
+
+    /// `ENFORCE`: one valid credential is required. Valid ones are single use.
+    static func verifyApp(_ state: inout CredentialState, _ c: AppCredentials, now: Int64) throws(AuthError) {
+        func take(_ token: String?, _ type: MintedCredentialType) -> Bool {
+            guard let token, let (t, exp) = state.minted[token], t == type else { return false }
+            state.minted[token] = nil
+            return now < exp
+        }
+        let captcha = c.captchaResponse.flatMap { $0 == "NO_RECAPTCHA" || $0.isEmpty ? nil : $0 }
+        let recaptcha = [c.recaptchaToken, captcha].compactMap { $0 }.filter { !$0.isEmpty }
+        let play = [c.playIntegrityToken, c.safetyNetToken].compactMap { $0 }.filter { !$0.isEmpty }
+        let hasIOS = !(c.iosReceipt ?? "").isEmpty || !(c.iosSecret ?? "").isEmpty
+        if recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("MISSING_APP_CREDENTIAL") }
+        for t in recaptcha where take(t, .recaptcha) { return }
+        for t in play where take(t, .playIntegrity) { return }
+        if hasIOS, let r = c.iosReceipt, let (secret, exp) = state.receipts[r], now < exp, let given = c.iosSecret,
+            constantTimeEquals(given, secret)
+        {
+            state.receipts[r] = nil
+            return
+        }
+        if !recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("CAPTCHA_CHECK_FAILED", "Recaptcha verification failed - MALFORMED") }
+        throw AuthError("INVALID_APP_CREDENTIAL")
+    }
+
+    /// Mints a reCAPTCHA or Play Integrity token that passes `ENFORCE` once.
+    public func mintAppCredential(_ key: StoreKey, type: MintedCredentialType) -> (token: String, expiresAt: Int64) {
+        let now = clock.nowMillis()
+        let prefix = type == .recaptcha ? "emu-recaptcha-" : "emu-play-integrity-"
+        let token = prefix + random.token(byteCount: 32)
+        let exp = now + Self.credentialLifetimeMillis
+        store(key).state.withLock { $0.credentials.minted[token] = (type, exp) }
+        return (token, exp)
+    }
+
+    /// iOS `verifyClient`: records the silent push `{appToken, receipt, secret}` and returns the receipt.
+    public func verifyClient(_ key: StoreKey, appToken: String?) throws(AuthError) -> String {
+        guard let appToken, !appToken.isEmpty else { throw AuthError("MISSING_IOS_APP_TOKEN") }
+        let now = clock.nowMillis()
+        let receipt = random.token(byteCount: 32)
+        let secret = random.token(byteCount: 12)
+        store(key).state.withLock { s in
+            s.credentials.receipts[receipt] = (secret, now + Self.credentialLifetimeMillis)
+            s.credentials.pushes.append(PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now))
+            if s.credentials.pushes.count > 1000 { s.credentials.pushes.removeFirst(s.credentials.pushes.count - 1000) }
+        }
+        return receipt
+    }
+
+    public func pushNotifications(_ key: StoreKey) -> [PushNotification] { store(key).read { $0.credentials.pushes } }
+}
+
+/// Someone waiting for the next code of a number (the inbox long-poll). Fires exactly once.
+public final class CodeWaiter: Sendable {
+    let phone: String
+    private let fired = Atomic<Bool>(false)
+    private let callback: @Sendable (VerificationSession?) -> Void
+
+    init(phone: String, callback: @escaping @Sendable (VerificationSession?) -> Void) {
+        self.phone = phone
+        self.callback = callback
+    }
+
+    /// Delivers `session` (nil: timed out) unless already fired; true if this call delivered.
+    @discardableResult
+    func fire(_ session: VerificationSession?) -> Bool {
+        guard fired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return false }
+        callback(session)
+        return true
+    }
+}
