@@ -23,12 +23,15 @@ let package = Package(
         // Routes and handlers: the Firebase wire surface.
         .target(name: "PhoneAuthAPI", dependencies: ["PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
         .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthAPI", "CSystem"]),
-        .executableTarget(name: "phone-auth", dependencies: ["EmulatorSupport"]),
+        // The `phone-auth` command line: our own small argument parser and an HTTP client.
+        .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
+        .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),
         .testTarget(name: "EmulatorSupportTests", dependencies: ["EmulatorSupport"]),
         .testTarget(name: "JWTTests", dependencies: ["JWT", "EmulatorSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CSystem"]),
         .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore"]),
         .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT"]),
+        .testTarget(name: "PhoneAuthCLITests", dependencies: ["PhoneAuthCLI"]),
     ],
     swiftLanguageModes: [.v6]
 )

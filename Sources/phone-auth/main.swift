@@ -1,29 +1,19 @@
 import EmulatorSupport
+import PhoneAuthCLI
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let version = "0.1.0"
-let usage = """
-    Usage: phone-auth <command> [options]
-
-    The command-line client for a running phone-auth-emulator.
-
-    Options:
-      --help       show this help
-      --version    show the version
-
-    More commands (send, sign-in, codes, users, token, config, …) arrive in a later release.
-    """
-
-let args = Array(CommandLine.arguments.dropFirst())
-if args.isEmpty || args.contains("--help") || args.contains("-h") {
-    print(usage)
-    exit(args.isEmpty ? 64 : 0)
+func writeLine(_ fd: Int32, _ s: String) {
+    var bytes = Array((s.hasSuffix("\n") ? s : s + "\n").utf8)
+    if fd == 2 && s.hasSuffix(": ") { bytes.removeLast() }
+    _ = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress, $0.count) }
 }
-if args.contains("--version") {
-    print("phone-auth \(version)")
-    exit(0)
-}
-StandardErrorSink().write("phone-auth: unknown command '\(args[0])' (see --help)")
-exit(64)
+
+let context = CLIContext(
+    environment: { Files.environment($0) },
+    stdinIsTerminal: isatty(0) == 1,
+    readLine: { Swift.readLine() },
+    out: { writeLine(1, $0) },
+    err: { writeLine(2, $0) })
+exit(CLI.run(Array(CommandLine.arguments.dropFirst()), context: context))

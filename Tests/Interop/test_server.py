@@ -185,3 +185,21 @@ def test_graceful_shutdown_exits_zero(fresh):
     assert emu.stop(signal.SIGINT) == 0
     emu2 = fresh()
     assert emu2.stop(signal.SIGTERM) == 0
+
+
+def test_starts_like_the_docker_image():
+    """The image runs the static binary with PHONE_AUTH_EMULATOR_HOST=0.0.0.0 and checks health with the CLI."""
+    env = {"PHONE_AUTH_EMULATOR_HOST": "0.0.0.0", "PHONE_AUTH_EMULATOR_PORT": "0", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([BINARY, "--config", os.path.join(ROOT, "config", "emulator.json")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on http://0.0.0.0:"), line
+        port = int(line.rsplit(":", 1)[1])
+        cli = os.path.join(os.path.dirname(BINARY), "phone-auth")
+        r = subprocess.run([cli, "health", "--emulator", f"http://127.0.0.1:{port}"], env={}, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    assert "beyond loopback" in proc.stderr.read()

@@ -1,0 +1,128 @@
+import CSystem
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small blocking HTTP/1.1 client for the CLI and tools: one request per connection (`Connection: close`).
+public enum HTTPClient {
+    public struct Response: Sendable {
+        public let status: Int
+        public let headers: HTTPHeaders
+        public let body: [UInt8]
+    }
+
+    public struct ClientError: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// Splits `http://host[:port][/path]` into host, port and the base path.
+    public static func parseBase(_ url: String) throws(ClientError) -> (host: String, port: Int, path: String) {
+        var rest = Substring(url)
+        if rest.hasPrefix("http://") { rest = rest.dropFirst(7) } else if rest.contains("://") {
+            throw ClientError(description: "only http:// URLs are supported: \(url)")
+        }
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = rest[..<slash]
+        let path = String(rest[slash...])
+        var host = String(authority)
+        var port = 80
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw ClientError(description: "bad address \(url)") }
+            host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") {
+                guard let p = Int(after.dropFirst()) else { throw ClientError(description: "bad port in \(url)") }
+                port = p
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = String(authority[..<colon])
+            guard let p = Int(authority[authority.index(after: colon)...]), (1...65535).contains(p) else { throw ClientError(description: "bad port in \(url)") }
+            port = p
+        }
+        guard !host.isEmpty else { throw ClientError(description: "no host in \(url)") }
+        return (host, port, path == "/" ? "" : path)
+    }
+
+    /// Sends one request and reads the whole response. `timeout` bounds connect and each read.
+    public static func send(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+                            timeout: Double = 30) throws(ClientError) -> Response {
+        let (host, port, pathAndQuery) = try parseBase(url)
+        let fd = try connect(host: host, port: port, timeout: timeout)
+        defer { close(fd) }
+        var req = "\(method) \(pathAndQuery.isEmpty ? "/" : pathAndQuery) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\nUser-Agent: phone-auth\r\n"
+        for (k, v) in headers { req += "\(k): \(v)\r\n" }
+        if let body { req += "Content-Length: \(body.count)\r\n" }
+        req += "\r\n"
+        var bytes = Array(req.utf8)
+        if let body { bytes += body }
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, $0.count - off, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if csys_errno() == EINTR { continue }
+                throw ClientError(description: "sending to \(host):\(port) failed: \(String(cString: strerror(csys_errno())))")
+            }
+            off += n
+        }
+        var data: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { data.append(contentsOf: buf[0..<n]); continue }
+            if n == 0 { break }
+            let e = csys_errno()
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { throw ClientError(description: "no answer from \(host):\(port) within \(timeout) s") }
+            throw ClientError(description: "reading from \(host):\(port) failed: \(String(cString: strerror(e)))")
+        }
+        return try parseResponse(data)
+    }
+
+    static func parseResponse(_ data: [UInt8]) throws(ClientError) -> Response {
+        guard let end = findHeadEnd(data) else { throw ClientError(description: "malformed HTTP response") }
+        let head = String(decoding: data[0..<end], as: UTF8.self)
+        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
+        guard !lines.isEmpty else { throw ClientError(description: "malformed HTTP response") }
+        let statusParts = lines.removeFirst().split(separator: " ")
+        guard statusParts.count >= 2, let status = Int(statusParts[1]) else { throw ClientError(description: "malformed status line") }
+        var headers = HTTPHeaders()
+        for l in lines where !l.isEmpty {
+            guard let colon = l.firstIndex(of: ":") else { continue }
+            headers.add(String(l[..<colon]), String(l[l.index(after: colon)...].drop(while: { $0 == " " })))
+        }
+        var body = Array(data[(end + 4)...])
+        if let cl = headers["content-length"].flatMap({ Int($0) }), cl <= body.count { body = Array(body[0..<cl]) }
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    static func findHeadEnd(_ d: [UInt8]) -> Int? {
+        guard d.count >= 4 else { return nil }
+        for i in 0...(d.count - 4) where d[i] == 13 && d[i + 1] == 10 && d[i + 2] == 13 && d[i + 3] == 10 { return i }
+        return nil
+    }
+
+    static func connect(host: String, port: Int, timeout: Double) throws(ClientError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var res: UnsafeMutablePointer<addrinfo>? = nil
+        let rc = getaddrinfo(host, String(port), &hints, &res)
+        guard rc == 0, let first = res else { throw ClientError(description: "cannot resolve \(host): \(String(cString: gai_strerror(rc)))") }
+        defer { freeaddrinfo(res) }
+        var lastError: Int32 = 0
+        var ai: UnsafeMutablePointer<addrinfo>? = first
+        while let a = ai {
+            let fd = socket(a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), a.pointee.ai_protocol)
+            if fd >= 0 {
+                var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                if Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen) == 0 { return fd }
+                lastError = csys_errno()
+                close(fd)
+            }
+            ai = a.pointee.ai_next
+        }
+        throw ClientError(description: "cannot connect to \(host):\(port): \(String(cString: strerror(lastError)))")
+    }
+}

@@ -1,0 +1,239 @@
+import EmulatorSupport
+import JWT
+
+/// What the CLI needs from its process: environment, terminal, output. Injected so tests can run commands in-process.
+public struct CLIContext {
+    public var environment: (String) -> String?
+    public var stdinIsTerminal: Bool
+    public var readLine: () -> String?
+    public var out: (String) -> Void
+    public var err: (String) -> Void
+    public init(environment: @escaping (String) -> String?, stdinIsTerminal: Bool, readLine: @escaping () -> String?,
+                out: @escaping (String) -> Void, err: @escaping (String) -> Void) {
+        self.environment = environment
+        self.stdinIsTerminal = stdinIsTerminal
+        self.readLine = readLine
+        self.out = out
+        self.err = err
+    }
+}
+
+/// One subcommand: its words, usage, an example, its own options, and what it does.
+struct Command: Sendable {
+    let words: [String]
+    let arguments: String
+    let summary: String
+    let example: String
+    var valued: Set<String> = []
+    var boolean: Set<String> = []
+    let minPositionals: Int
+    let maxPositionals: Int
+    let run: @Sendable (Session, [String]) throws -> Void
+}
+
+/// The `phone-auth` command line.
+public enum CLI {
+    public static let version = "0.1.0"
+    static let globalValued: Set<String> = ["emulator", "project", "api-key", "tenant"]
+    static let globalBoolean: Set<String> = ["json", "help", "version"]
+
+    static let commands: [Command] = [
+        Command(words: ["send"], arguments: "PHONE", summary: "start a verification and print its sessionInfo",
+                example: "phone-auth send +15551234567", minPositionals: 1, maxPositionals: 1, run: Commands.send),
+        Command(words: ["sign-in"], arguments: "PHONE [--code CODE]",
+                summary: "send, then verify with --code, the inbox's code, or a code typed at the prompt; prints uid and tokens",
+                example: "phone-auth sign-in +16505554567 --code 123456 --json | jq -r .idToken", valued: ["code"],
+                minPositionals: 1, maxPositionals: 1, run: Commands.signIn),
+        Command(words: ["verify"], arguments: "SESSION CODE", summary: "verify a code for a sessionInfo",
+                example: "phone-auth verify \"$SESSION\" 123456", minPositionals: 2, maxPositionals: 2, run: Commands.verify),
+        Command(words: ["codes"], arguments: "[--phone PHONE] [--wait SECONDS]",
+                summary: "list pending codes, or wait up to SECONDS for the next code of --phone",
+                example: "phone-auth codes --phone +15551234567 --wait 10", valued: ["phone", "wait"],
+                minPositionals: 0, maxPositionals: 0, run: Commands.codes),
+        Command(words: ["users", "list"], arguments: "[--limit N]", summary: "list the project's users",
+                example: "phone-auth users list --json", valued: ["limit"], minPositionals: 0, maxPositionals: 0, run: Commands.usersList),
+        Command(words: ["users", "get"], arguments: "UID|PHONE", summary: "show one user (by uid or phone number)",
+                example: "phone-auth users get +16505554567", minPositionals: 1, maxPositionals: 1, run: Commands.usersGet),
+        Command(words: ["users", "delete"], arguments: "UID", summary: "delete a user",
+                example: "phone-auth users delete Xy12…", minPositionals: 1, maxPositionals: 1, run: Commands.usersDelete),
+        Command(words: ["claims", "set"], arguments: "UID JSON", summary: "set a user's custom claims ('{}' clears them)",
+                example: "phone-auth claims set Xy12… '{\"role\":\"admin\"}'", minPositionals: 2, maxPositionals: 2, run: Commands.claimsSet),
+        Command(words: ["token", "decode"], arguments: "TOKEN", summary: "show a JWT's header and claims with readable times",
+                example: "phone-auth token decode \"$ID_TOKEN\"", minPositionals: 1, maxPositionals: 1, run: Commands.tokenDecode),
+        Command(words: ["token", "verify"], arguments: "TOKEN",
+                summary: "check the signature (the emulator's JWKS), iss, aud and exp; exit 1 if any fails",
+                example: "phone-auth token verify \"$ID_TOKEN\"", minPositionals: 1, maxPositionals: 1, run: Commands.tokenVerify),
+        Command(words: ["config", "get"], arguments: "", summary: "show the project's emulator config",
+                example: "phone-auth config get --json", minPositionals: 0, maxPositionals: 0, run: Commands.configGet),
+        Command(words: ["config", "set"], arguments: "JSON", summary: "merge JSON into the project's emulator config",
+                example: "phone-auth config set '{\"phoneAuth\":{\"maxCodeAttempts\":3}}'", minPositionals: 1, maxPositionals: 1, run: Commands.configSet),
+        Command(words: ["test-numbers", "list"], arguments: "", summary: "list fictional numbers and their codes",
+                example: "phone-auth test-numbers list", minPositionals: 0, maxPositionals: 0, run: Commands.testNumbersList),
+        Command(words: ["test-numbers", "add"], arguments: "PHONE CODE", summary: "add (or change) a fictional number",
+                example: "phone-auth test-numbers add +15555550100 654321", minPositionals: 2, maxPositionals: 2, run: Commands.testNumbersAdd),
+        Command(words: ["test-numbers", "remove"], arguments: "PHONE", summary: "remove a fictional number",
+                example: "phone-auth test-numbers remove +15555550100", minPositionals: 1, maxPositionals: 1, run: Commands.testNumbersRemove),
+        Command(words: ["reset"], arguments: "", summary: "delete every user and pending code of the project",
+                example: "phone-auth reset --project demo-phone", minPositionals: 0, maxPositionals: 0, run: Commands.reset),
+        Command(words: ["health"], arguments: "", summary: "exit 0 when the emulator answers and is ready",
+                example: "phone-auth health --emulator http://127.0.0.1:9099", minPositionals: 0, maxPositionals: 0, run: Commands.health),
+    ]
+
+    static let globalHelp = """
+        Global options (before or after the command):
+          --emulator URL   the emulator (default: $FIREBASE_AUTH_EMULATOR_HOST, else http://127.0.0.1:9099)
+          --project ID     project (default: the emulator's default project)
+          --tenant ID      act inside a tenant
+          --api-key KEY    API key for client calls (default fake-api-key)
+          --json           machine-readable output
+          --help, --version
+        Exit codes: 0 success, 1 API or verification error (the Google code is printed), 64 usage error.
+        """
+
+    static func usage() -> String {
+        var s = "Usage: phone-auth <command> [options]\n\nCommands:\n"
+        let width = commands.map { ($0.words.joined(separator: " ") + " " + $0.arguments).count }.max() ?? 0
+        for c in commands {
+            let left = c.words.joined(separator: " ") + (c.arguments.isEmpty ? "" : " " + c.arguments)
+            s += "  " + left + String(repeating: " ", count: max(1, width - left.count + 2)) + c.summary + "\n"
+        }
+        return s + "\n" + globalHelp + "\n\nExample:\n  phone-auth sign-in +16505554567 --code 123456\n"
+    }
+
+    static func usage(_ c: Command) -> String {
+        """
+            Usage: phone-auth \(c.words.joined(separator: " ")) \(c.arguments)
+
+            \(c.summary).
+
+            \(globalHelp)
+
+            Example:
+              \(c.example)
+
+            """
+    }
+
+    /// Runs the CLI and returns the exit code.
+    public static func run(_ args: [String], context: CLIContext) -> Int32 {
+        // Find the command: the longest word prefix among the positionals.
+        var words: [String] = []
+        var i = 0
+        var rest: [String] = []
+        while i < args.count {
+            let a = args[i]
+            if a.hasPrefix("-"), !Arguments.isNumberLike(a) {
+                rest.append(a)
+                if globalValued.contains(String(a.dropFirst(2))) || ["--code", "--phone", "--wait", "--limit"].contains(a), i + 1 < args.count {
+                    rest.append(args[i + 1])
+                    i += 1
+                }
+            } else if words.count < 2, commands.contains(where: { $0.words.starts(with: words + [a]) }) {
+                words.append(a)
+            } else {
+                rest.append(a)
+            }
+            i += 1
+        }
+        let command = commands.first { $0.words == words }
+        let parsed: Arguments
+        do {
+            parsed = try Arguments.parse(rest, valued: globalValued.union(command?.valued ?? []), boolean: globalBoolean.union(command?.boolean ?? []),
+                                         shorts: ["h": "help"])
+        } catch {
+            context.err("phone-auth: \(error.description)\n\n" + (command.map(usage) ?? usage()))
+            return 64
+        }
+        if parsed.has("version") {
+            context.out("phone-auth \(version)")
+            return 0
+        }
+        guard let command else {
+            if parsed.has("help") {
+                context.out(usage())
+                return 0
+            }
+            let what = words.isEmpty ? (parsed.positionals.first.map { "unknown command '\($0)'" } ?? "no command given")
+                : "'\(words.joined(separator: " "))' needs a subcommand"
+            context.err("phone-auth: \(what)\n\n" + usage())
+            return 64
+        }
+        if parsed.has("help") {
+            context.out(usage(command))
+            return 0
+        }
+        guard parsed.positionals.count >= command.minPositionals, parsed.positionals.count <= command.maxPositionals else {
+            context.err("phone-auth \(command.words.joined(separator: " ")): expected \(command.arguments.isEmpty ? "no arguments" : command.arguments)\n\n" + usage(command))
+            return 64
+        }
+        let session = Session(args: parsed, context: context)
+        do {
+            try command.run(session, parsed.positionals)
+            return session.failed ? 1 : 0
+        } catch let e as UsageError {
+            context.err("phone-auth \(command.words.joined(separator: " ")): \(e.description)\n\n" + usage(command))
+            return 64
+        } catch let e as APIError {
+            if parsed.has("json") {
+                context.out(JSON.object(["error": ["code": .string(e.code), "message": .string(e.message), "status": .int(e.status)]]).prettyString)
+            }
+            context.err("error: \(e.code)" + (e.message != e.code ? " (\(e.message))" : "") + " [HTTP \(e.status)]")
+            return 1
+        } catch {
+            context.err("error: \(error)")
+            return 1
+        }
+    }
+}
+
+/// Per-run state shared by commands: the client, output mode and helpers.
+final class Session {
+    let args: Arguments
+    let context: CLIContext
+    let json: Bool
+    var failed = false
+    private var resolvedProject: String?
+
+    init(args: Arguments, context: CLIContext) {
+        self.args = args
+        self.context = context
+        self.json = args.has("json")
+        self.resolvedProject = args.value("project")
+    }
+
+    var baseURL: String { args.value("emulator") ?? EmulatorClient.defaultURL(environment: context.environment) }
+
+    /// The project: `--project`, else the emulator's default (asked once).
+    func client() throws -> EmulatorClient {
+        var c = EmulatorClient(baseURL: baseURL, project: resolvedProject ?? "demo-phone", apiKey: args.value("api-key") ?? "fake-api-key",
+                               tenant: args.value("tenant"))
+        if resolvedProject == nil {
+            let status = try c.request("GET", "/")
+            resolvedProject = status["phoneAuthEmulator"]?["projectId"]?.stringValue ?? "demo-phone"
+            c.project = resolvedProject!
+        }
+        return c
+    }
+
+    func print(_ s: String) { context.out(s) }
+
+    /// Prints `json` in --json mode, else aligned `key: value` rows.
+    func emit(_ json: JSON, rows: [(String, String)]) {
+        if self.json { print(json.prettyString.hasSuffix("\n") ? String(json.prettyString.dropLast()) : json.prettyString); return }
+        let width = rows.map(\.0.count).max() ?? 0
+        for (k, v) in rows { print(k + ":" + String(repeating: " ", count: width - k.count + 1) + v) }
+    }
+
+    /// A table with a header row, columns padded.
+    func table(_ header: [String], _ rows: [[String]]) {
+        var widths = header.map(\.count)
+        for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
+        func line(_ cells: [String]) -> String {
+            var s = ""
+            for (i, c) in cells.enumerated() { s += i == cells.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count + 2) }
+            return s
+        }
+        print(line(header))
+        for r in rows { print(line(r)) }
+    }
+}
