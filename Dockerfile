@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Build: a Swift 6.3 image compiles a release binary with the Swift runtime linked statically.
 FROM swift:6.3-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev pkg-config && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev libsqlite3-dev pkg-config && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
@@ -15,7 +15,7 @@ RUN swift build -c release --static-swift-stdlib \
 # Runtime: slim Debian with only the system libraries the binaries link (OpenSSL 3, zlib, libstdc++).
 # Expected size: about 100 MB (debian:bookworm-slim ~75 MB, libssl3 ~7 MB, the two stripped binaries ~17 MB).
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libssl3 zlib1g libstdc++6 \
+RUN apt-get update && apt-get install -y --no-install-recommends libssl3 zlib1g libsqlite3-0 libstdc++6 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home /nonexistent --shell /usr/sbin/nologin emulator
 COPY --from=build /out/ /usr/local/bin/

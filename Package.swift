@@ -12,6 +12,8 @@ let package = Package(
         .target(name: "CSystem"),
         // OpenSSL 3 through the system library (libssl-dev); macros wrapped in shim.h.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // SQLite 3 through the system library (libsqlite3-dev), for --data-dir.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // JSON, logging, base64url, small helpers shared by every layer.
         .target(name: "EmulatorSupport"),
         // RS256 signing and verification, X.509 and JWKS on OpenSSL's EVP API.
@@ -20,9 +22,11 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CSystem", "EmulatorSupport"]),
         // The domain: phone numbers, sessions, users, config, errors, clock. No sockets, no OpenSSL.
         .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport"]),
+        // Durable state: the SQLite journal behind --data-dir.
+        .target(name: "PhoneAuthStorage", dependencies: ["CSQLite", "CSystem", "PhoneAuthCore", "EmulatorSupport"]),
         // Routes and handlers: the Firebase wire surface.
         .target(name: "PhoneAuthAPI", dependencies: ["PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
-        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthAPI", "CSystem"]),
+        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthAPI", "PhoneAuthStorage", "CSystem"]),
         // The `phone-auth` command line: our own small argument parser and an HTTP client.
         .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
         .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),
@@ -32,6 +36,7 @@ let package = Package(
         .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore"]),
         .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT"]),
         .testTarget(name: "PhoneAuthCLITests", dependencies: ["PhoneAuthCLI"]),
+        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

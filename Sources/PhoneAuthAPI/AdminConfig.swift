@@ -57,7 +57,7 @@ enum AdminConfig {
         rest["smsRegionConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
-        app.emulator.replaceConfig(key, updated)
+        try app.emulator.replaceConfig(key, updated)
         return Reply(.object(document(updated, projectId: call.projectId)))
     }
 }

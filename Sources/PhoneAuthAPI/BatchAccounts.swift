@@ -78,11 +78,19 @@ enum BatchAccounts {
         let key = try call.storeKey()
         guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError("MISSING_USER_ACCOUNT") }
         guard items.count <= 1000 else { throw AuthError.invalidArgument("A maximum of 1000 users can be imported at once.") }
-        let allowOverwrite = try call.bool("allowOverwrite") ?? false
+        let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false)
+        var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
+        if !errors.isEmpty { o["error"] = .array(errors.map { ["index": .int($0.index), "message": .string($0.message)] }) }
+        return Reply(.object(o))
+    }
+
+    /// Creates users from exported/imported records (the batchCreate and firebase-tools `accounts.json` shape).
+    /// Returns the per-user problems; throws only for a duplicate localId inside the batch.
+    static func importUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], allowOverwrite: Bool) throws(AuthError) -> [(index: Int, message: String)] {
         var seen = Set<String>()
-        var errors: [JSON] = []
+        var errors: [(index: Int, message: String)] = []
         for (i, item) in items.enumerated() {
-            func fail(_ m: String) { errors.append(["index": .int(i), "message": .string(m)]) }
+            func fail(_ m: String) { errors.append((i, m)) }
             guard case .object(let u) = item else { fail("user must be an object"); continue }
             guard let localId = stringField(u["localId"]), !localId.isEmpty else { fail("localId is missing"); continue }
             guard localId.utf8.count <= 128 else { fail("localId is too long"); continue }
@@ -118,13 +126,10 @@ enum BatchAccounts {
                 }
                 _ = try app.emulator.createUser(key, localId: localId, changes: c)
             } catch {
-                let e = error
-                fail(e.code == "PHONE_NUMBER_EXISTS" ? "phone number already exists" : e.code == "EMAIL_EXISTS" ? "email already exists" : e.message)
+                fail(error.code == "PHONE_NUMBER_EXISTS" ? "phone number already exists" : error.code == "EMAIL_EXISTS" ? "email already exists" : error.message)
             }
         }
-        var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
-        if !errors.isEmpty { o["error"] = .array(errors) }
-        return Reply(.object(o))
+        return errors
     }
 
     static func stringField(_ v: JSON?) -> String? {

@@ -35,6 +35,7 @@ enum EmulatorControls {
             throw AuthError("FAILED_PRECONDITION", "Token signing is 'none': there is no key to rotate.")
         }
         let key = try SigningKey(key: RSAKey.generate(bits: 2048), createdAt: app.emulator.clock.nowSeconds())
+        try app.saveSigningKey?(key)
         app.tokens.rotate(to: key)
         app.logger.info("signing key rotated", [("kid", key.kid)])
         return Reply(["kid": .string(key.kid), "publishedKids": .array(app.tokens.publishedKeys.map { .string($0.kid) })])

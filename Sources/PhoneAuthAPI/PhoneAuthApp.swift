@@ -1,5 +1,6 @@
 import EmulatorSupport
 import HTTPServer
+import JWT
 import PhoneAuthCore
 
 /// The Firebase-compatible HTTP surface: authenticates, routes, runs handlers and renders Google envelopes.
@@ -14,13 +15,17 @@ public final class PhoneAuthApp: HTTPResponder {
     let signingPool: WorkerPool?
     /// `apiKeys` config: API key → project.
     let apiKeyProjects: [String: String]
+    /// Stores a new signing key durably (with `--data-dir`) before it is used.
+    let saveSigningKey: (@Sendable (SigningKey) throws -> Void)?
 
-    public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger) {
+    public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
+                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil) {
         self.emulator = emulator
         self.tokens = tokens
         self.signingPool = signingPool
         self.apiKeyProjects = apiKeyProjects
         self.logger = logger
+        self.saveSigningKey = saveSigningKey
     }
 
     public func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {

@@ -203,6 +203,14 @@ enum Router {
             }
             return .route(r)
         }
+        if rest.count == 3, rest[0] == "v1", rest[1] == "projects", rest[2].hasSuffix(":export") {
+            let project = String(rest[2].dropLast(":export".count))
+            guard !project.isEmpty else { return .notFound }
+            guard m == "POST" else { return .methodNotAllowed }
+            var r = Route(access: .open, body: .json, offload: false, handler: ExportEndpoint.handle)
+            r.projectId = project
+            return .route(r)
+        }
         guard rest.count >= 4, rest[0] == "v1", rest[1] == "projects", !rest[2].isEmpty else { return .notFound }
         var resource = Array(rest.dropFirst(3))
         var tenant: String? = nil

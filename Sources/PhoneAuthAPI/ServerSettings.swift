@@ -18,6 +18,14 @@ public struct ServerSettings: Sendable {
     public var logFormat = LogFormat.text
     /// Seconds a client may take to send one whole request (then 408 and close).
     public var requestTimeoutSeconds = 15.0
+    /// `--data-dir`: durable state (SQLite); nil keeps everything in memory.
+    public var dataDir: String?
+    /// `--durability normal|full`: WAL with synchronous=NORMAL (survives kill -9) or FULL (also power loss).
+    public var durabilityFull = false
+    /// `--import DIR`: a firebase-tools export to load at start.
+    public var importDir: String?
+    /// `--export-on-exit DIR`: write a firebase-tools export on SIGINT/SIGTERM.
+    public var exportOnExit: String?
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -46,6 +54,13 @@ public struct ServerSettings: Sendable {
           --token-signing MODE      rs256 (real signatures, default) or none (unsigned, like the official emulator)
                                     (PHONE_AUTH_EMULATOR_TOKEN_SIGNING)
           --signing-key FILE        PEM RSA private key to sign with (PHONE_AUTH_EMULATOR_SIGNING_KEY)
+          --data-dir DIR            durable state (users, config, sessions, refresh tokens, keys) in SQLite
+                                    (PHONE_AUTH_EMULATOR_DATA_DIR); without it everything stays in memory
+          --durability MODE         normal (survives kill -9, default) or full (also power loss)
+                                    (PHONE_AUTH_EMULATOR_DURABILITY)
+          --import DIR              load a firebase-tools export (firebase-export-metadata.json, auth_export/) at start
+                                    (PHONE_AUTH_EMULATOR_IMPORT)
+          --export-on-exit DIR      write a firebase-tools export on SIGINT/SIGTERM (PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT)
           --request-timeout S       seconds a client may take to send a whole request before 408
                                     (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
           --log-level L             trace|debug|info|notice|warning|error (PHONE_AUTH_EMULATOR_LOG_LEVEL; default info)
@@ -63,7 +78,7 @@ public struct ServerSettings: Sendable {
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -177,6 +192,13 @@ public struct ServerSettings: Sendable {
             guard let v = Double(t), v >= 0.5, v <= 3600 else { throw SettingsError("invalid --request-timeout '\(t)': expected seconds from 0.5 to 3600") }
             s.requestTimeoutSeconds = v
         }
+        if let d = pick("data-dir", "PHONE_AUTH_EMULATOR_DATA_DIR") { s.dataDir = d }
+        if let d = pick("durability", "PHONE_AUTH_EMULATOR_DURABILITY") {
+            guard d == "normal" || d == "full" else { throw SettingsError("invalid --durability '\(d)': expected normal or full") }
+            s.durabilityFull = d == "full"
+        }
+        if let d = pick("import", "PHONE_AUTH_EMULATOR_IMPORT") { s.importDir = d }
+        if let d = pick("export-on-exit", "PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT") { s.exportOnExit = d }
         var phones: [String] = []
         if let env = environment("PHONE_AUTH_EMULATOR_TEST_PHONES") {
             phones += env.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }

@@ -59,8 +59,8 @@ enum Tenants {
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }
-        app.emulator.replaceConfig(key, config)
-        app.emulator.setTenantSettings(key, t)
+        try app.emulator.replaceConfig(key, config)
+        try app.emulator.setTenantSettings(key, t)
     }
 
     static func isValidDisplayName(_ s: String) -> Bool {

@@ -22,6 +22,12 @@ public final class TokenService: Sendable {
         keys = Mutex(initialKey.map { [$0] } ?? [])
     }
 
+    /// Several published keys, the first one current (restored from a data directory).
+    public init(mode: TokenSigningMode, keys published: [SigningKey]) {
+        self.mode = mode
+        keys = Mutex(published)
+    }
+
     /// Published keys, current first.
     public var publishedKeys: [SigningKey] { keys.withLock { $0 } }
     public var currentKey: SigningKey? { keys.withLock { $0.first } }

@@ -7,7 +7,7 @@ extension PhoneAuthApp {
         let now = emulator.clock.nowSeconds()
         let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: now)
         let idToken = try tokens.sign(claims)
-        let refresh = emulator.issueRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: signInProvider)
+        let refresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: signInProvider)
         return (idToken, refresh)
     }
 

@@ -72,6 +72,7 @@ extension Emulator {
             user.tenantId = key.tenantId
             try Self.apply(changes, to: &user, in: s, now: now)
             s.save(user)
+            try persist([.userSaved(key, user)])
             return user
         }
     }
@@ -91,6 +92,7 @@ extension Emulator {
                 }
             }
             s.save(user)
+            try persist([.userSaved(key, user)])
             return user
         }
     }
@@ -150,6 +152,7 @@ extension Emulator {
         try store(key).withLock { s throws(AuthError) in
             guard s.users[localId] != nil else { throw AuthError.userNotFound }
             s.deleteUser(localId)
+            try persist([.userDeleted(key, localId)])
         }
         forgetRefreshTokens(key, localId: localId)
     }
@@ -171,8 +174,11 @@ extension Emulator {
         return store(key).read { $0.tenant }
     }
 
-    public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) {
-        store(key).state.withLock { $0.tenant = settings }
+    public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
+        try store(key).withLock { s throws(AuthError) in
+            s.tenant = settings
+            try persist([.configSaved(key, s.config, settings)])
+        }
     }
 
     /// Tenants of a project (every tenant store created so far), sorted by id.

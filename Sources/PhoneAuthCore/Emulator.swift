@@ -32,6 +32,8 @@ public final class Emulator: Sendable {
     public let random: any RandomSource
     public let defaultProjectId: String
     public let logger: Logger
+    /// Durable storage (`--data-dir`); nil: in memory only.
+    public let journal: (any StateJournal)?
     private let initialConfigs: [String: ProjectConfig]
     private let stores = Mutex<[StoreKey: StoreBox]>([:])
     private let refreshTokens = Mutex<[String: RefreshTokenRecord]>([:])
@@ -40,8 +42,9 @@ public final class Emulator: Sendable {
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
     public init(defaultProjectId: String, projectConfigs: [String: ProjectConfig] = [:], clock: EmulatorClock = EmulatorClock(),
-                random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth")) {
+                random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil) {
         self.defaultProjectId = defaultProjectId
+        self.journal = journal
         self.initialConfigs = projectConfigs
         self.clock = clock
         self.random = random
@@ -67,6 +70,7 @@ public final class Emulator: Sendable {
 
     /// Forgets a store entirely (a deleted tenant); the next use starts afresh.
     public func removeStore(_ key: StoreKey) {
+        try? persist([.storeDeleted(key)])
         _ = stores.withLock { $0.removeValue(forKey: key) }
     }
 
@@ -101,6 +105,7 @@ public final class Emulator: Sendable {
                 fictional: preset != nil, kind: .signIn, message: text, sequence: s.nextSequence)
             s.nextSequence += 1
             s.sessions[session.sessionInfo] = session
+            try persist([.sessionSaved(key, session)])
             return (session, preset != nil)
         }
         if fictional {
@@ -168,6 +173,12 @@ public final class Emulator: Sendable {
         let box = store(key)
         return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
             try Self.checkTenantEnabled(s)
+            var consumed: String? = nil
+            func done(_ user: UserRecord?) throws(AuthError) {
+                var changes: [StateChange] = consumed.map { [.sessionDeleted(key, $0)] } ?? []
+                if let user { changes.append(.userSaved(key, user)) }
+                try persist(changes)
+            }
             let phone: String
             let viaProof: Bool
             if let proof = temporaryProof, !proof.isEmpty {
@@ -182,10 +193,12 @@ public final class Emulator: Sendable {
                 guard var session = s.sessions[info] else { throw AuthError.invalidSessionInfo }
                 if let exp = session.expiresAt, now >= exp {
                     s.sessions[info] = nil
+                    try persist([.sessionDeleted(key, info)])
                     throw AuthError.sessionExpired
                 }
                 if let left = session.attemptsLeft, left <= 0 {
                     s.sessions[info] = nil
+                    try persist([.sessionDeleted(key, info)])
                     throw AuthError.tooManyAttempts
                 }
                 if let scenario = s.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
@@ -195,10 +208,12 @@ public final class Emulator: Sendable {
                     if let left = session.attemptsLeft {
                         session.attemptsLeft = left - 1
                         s.sessions[info] = session
+                        try persist([.sessionSaved(key, session)])
                     }
                     throw AuthError.invalidCode
                 }
                 s.sessions[info] = nil  // single use, consumed before the account checks (as production)
+                consumed = info
                 phone = session.phoneNumber
                 viaProof = false
             }
@@ -210,27 +225,31 @@ public final class Emulator: Sendable {
                     if viaProof { throw AuthError("PHONE_NUMBER_EXISTS") }
                     let proof = random.token(byteCount: 64)
                     s.temporaryProofs[proof] = phone
+                    try done(nil)
                     return .conflict(phoneNumber: phone, temporaryProof: proof)
                 }
-                guard !user.disabled else { throw AuthError.userDisabled }
+                guard !user.disabled else { try done(nil); throw AuthError.userDisabled }
                 user.phoneNumber = phone
                 user.lastLoginAt = now
                 s.save(user)
+                try done(user)
                 return .signedIn(user: user, isNewUser: false)
             }
             if var user = owner {
-                guard !user.disabled else { throw AuthError.userDisabled }
+                guard !user.disabled else { try done(nil); throw AuthError.userDisabled }
                 user.lastLoginAt = now
                 s.save(user)
+                try done(user)
                 return .signedIn(user: user, isNewUser: false)
             }
-            if operation == "REAUTH" { throw AuthError.userNotFound }
+            if operation == "REAUTH" { try done(nil); throw AuthError.userNotFound }
             var user = UserRecord(localId: newUserID(in: s), createdAt: now)
             user.phoneNumber = phone
             user.lastRefreshAt = now
             user.lastLoginAt = now
             user.tenantId = key.tenantId
             s.save(user)
+            try done(user)
             return .signedIn(user: user, isNewUser: true)
         }
     }
@@ -256,13 +275,21 @@ public final class Emulator: Sendable {
     }
 
     /// Stores and returns a new opaque refresh token.
-    public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) -> String {
+    public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) throws(AuthError) -> String {
         let token = "AMf-" + random.token(byteCount: 48)
         let rec = RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
                                      signInProvider: signInProvider, issuedAt: clock.nowSeconds())
+        try persist([.refreshTokenSaved(token, rec)])
         refreshTokens.withLock { $0[token] = rec }
         return token
     }
+
+    func restoreRefreshTokens(_ tokens: [(String, RefreshTokenRecord)]) {
+        refreshTokens.withLock { m in for (t, r) in tokens { m[t] = r } }
+    }
+
+    /// Every refresh token (for tests and exports).
+    public var refreshTokenCount: Int { refreshTokens.withLock { $0.count } }
 
     /// Exchanges a refresh token: the record and the current user (production's checks: deleted, disabled, revoked).
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
@@ -274,6 +301,7 @@ public final class Emulator: Sendable {
             if let vs = u.validSince, rec.issuedAt < vs { throw AuthError.tokenExpired }
             u.lastRefreshAt = now
             s.users[u.localId] = u
+            try persist([.userSaved(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId), u)])
             return u
         }
         return (rec, user)
@@ -281,6 +309,7 @@ public final class Emulator: Sendable {
 
     /// Drops refresh tokens of a deleted user (or of a whole store when `localId` is nil).
     public func forgetRefreshTokens(_ key: StoreKey, localId: String?) {
+        try? persist([.refreshTokensDeleted(key, localId: localId)])
         refreshTokens.withLock { m in
             m = m.filter { !($0.value.projectId == key.projectId && $0.value.tenantId == key.tenantId && (localId == nil || $0.value.localId == localId)) }
         }
@@ -296,12 +325,22 @@ public final class Emulator: Sendable {
         var current = box.read { $0.config }
         try current.apply(json)
         let updated = current
-        box.state.withLock { $0.config = updated }
+        do {
+            try box.withLock { s throws(AuthError) in
+                s.config = updated
+                try persist([.configSaved(key, updated, s.tenant)])
+            }
+        } catch {
+            throw ConfigError(path: "", message: error.message)
+        }
         return updated
     }
 
-    public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) {
-        store(key).state.withLock { $0.config = config }
+    public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
+        try store(key).withLock { s throws(AuthError) in
+            s.config = config
+            try persist([.configSaved(key, config, s.tenant)])
+        }
     }
 
     public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
@@ -313,7 +352,14 @@ public final class Emulator: Sendable {
     public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) -> Int {
         store(key).state.withLock { s in
             let before = s.sessions.count
-            if let phone { s.sessions = s.sessions.filter { $0.value.phoneNumber != phone } } else { s.sessions.removeAll() }
+            if let phone {
+                let gone = s.sessions.values.filter { $0.phoneNumber == phone }.map(\.sessionInfo)
+                for g in gone { s.sessions[g] = nil }
+                try? persist(gone.map { .sessionDeleted(key, $0) })
+            } else {
+                s.sessions.removeAll()
+                try? persist([.sessionsCleared(key)])
+            }
             return before - s.sessions.count
         }
     }
@@ -324,6 +370,7 @@ public final class Emulator: Sendable {
             s.users.removeAll()
             s.phoneIndex.removeAll()
             s.temporaryProofs.removeAll()
+            try? persist([.usersWiped(key)])
         }
         forgetRefreshTokens(key, localId: nil)
     }

@@ -52,6 +52,20 @@ public struct VerificationSession: Sendable, Equatable {
     public let message: String
     /// Creation order within the store.
     public let sequence: UInt64
+
+    public init(sessionInfo: String, phoneNumber: String, code: String, createdAt: Int64, expiresAt: Int64?, attemptsLeft: Int?,
+                fictional: Bool, kind: Kind, message: String, sequence: UInt64) {
+        self.sessionInfo = sessionInfo
+        self.phoneNumber = phoneNumber
+        self.code = code
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.attemptsLeft = attemptsLeft
+        self.fictional = fictional
+        self.kind = kind
+        self.message = message
+        self.sequence = sequence
+    }
 }
 
 /// Server-side state behind an opaque refresh token.
@@ -64,6 +78,15 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public let signInProvider: String
     /// Seconds: when this refresh token was issued (revoked if before the user's validSince).
     public let issuedAt: Int64
+
+    public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64) {
+        self.projectId = projectId
+        self.tenantId = tenantId
+        self.localId = localId
+        self.authTime = authTime
+        self.signInProvider = signInProvider
+        self.issuedAt = issuedAt
+    }
 }
 
 /// Identifies one isolated state: a project, or a tenant inside it.

@@ -4,6 +4,7 @@ import HTTPServer
 import JWT
 import PhoneAuthAPI
 import PhoneAuthCore
+import PhoneAuthStorage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,29 +48,71 @@ case .run(let s):
 let logger = Logger(label: "phone-auth-emulator", level: settings.logLevel, format: settings.logFormat)
 let clock = EmulatorClock()
 
-// The signing key: loaded from --signing-key, else generated.
-var signingKey: SigningKey? = nil
+// Durable state, if asked for: opened (and locked) before anything else touches it.
+var dataDir: DataDirectory? = nil
+if let path = settings.dataDir {
+    do { dataDir = try DataDirectory(path: path, durability: settings.durabilityFull ? .full : .normal) } catch { fail(error.description) }
+}
+
+// Signing keys: --signing-key, else the data directory's, else a new one (stored in the data directory).
+var signingKeys: [SigningKey] = []
 if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
     do {
-        let key: RSAKey
         if let path = settings.signingKeyPath {
             let pem: [UInt8]
             do { pem = try Files.read(path) } catch { fail("cannot read signing key \(path): \(error)") }
-            do { key = try RSAKey.privateKey(pem: pem) } catch { fail("signing key \(path) is not a usable RSA private key (PEM, 2048 bits or more): \(error)") }
-        } else {
-            key = try RSAKey.generate(bits: 2048)
+            do { signingKeys = [try SigningKey(key: try RSAKey.privateKey(pem: pem), createdAt: clock.nowSeconds())] } catch {
+                fail("signing key \(path) is not a usable RSA private key (PEM, 2048 bits or more): \(error)")
+            }
         }
-        signingKey = try SigningKey(key: key, createdAt: clock.nowSeconds())
+        if let dataDir {
+            for (_, pem) in try dataDir.signingKeys() {
+                let k = try SigningKey(key: try RSAKey.privateKey(pem: Array(pem.utf8)), createdAt: clock.nowSeconds())
+                if !signingKeys.contains(where: { $0.kid == k.kid }) { signingKeys.append(k) }
+            }
+        }
+        if signingKeys.isEmpty { signingKeys = [try SigningKey(key: try RSAKey.generate(bits: 2048), createdAt: clock.nowSeconds())] }
+        if let dataDir, let current = signingKeys.first {
+            try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis())
+        }
     } catch {
-        fail("cannot prepare the signing key: \(error)", code: 1)
+        fail("cannot prepare the signing keys: \(error)", code: 1)
     }
 }
 
 let cpus = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, random: SystemRandom(), logger: logger)
-let tokens = TokenService(mode: settings.tokenSigning, initialKey: signingKey)
+let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, random: SystemRandom(),
+                        logger: logger, journal: dataDir)
+if let dataDir {
+    do {
+        let snapshot = try dataDir.loadSnapshot()
+        emulator.restore(snapshot.stores, refreshTokens: snapshot.refreshTokens)
+        let users = snapshot.stores.reduce(0) { $0 + $1.users.count }
+        logger.info("restored state", [("dataDir", dataDir.path), ("users", String(users)), ("refreshTokens", String(snapshot.refreshTokens.count))])
+    } catch {
+        fail("cannot read the data directory \(dataDir.path): \(error)")
+    }
+}
+let tokens = TokenService(mode: settings.tokenSigning, keys: signingKeys)
 let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: cpus) : nil
-let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger)
+let durableKeys: DataDirectory? = dataDir
+var saveKey: (@Sendable (SigningKey) throws -> Void)? = nil
+if let dir = durableKeys {
+    saveKey = { @Sendable (key: SigningKey) throws in
+        try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis())
+    }
+}
+let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
+                       saveSigningKey: saveKey)
+if let dir = settings.importDir {
+    do {
+        let (users, problems) = try ExportImport.importDirectory(app, projectId: settings.projectId, from: dir)
+        for p in problems { logger.warning("import: \(p)") }
+        logger.info("imported \(users) users", [("from", dir)])
+    } catch {
+        fail("cannot import \(dir): \(error.description)")
+    }
+}
 var policy = ConnectionPolicy()
 policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
 let server = HTTPServer(
@@ -88,7 +131,7 @@ printLine("listening on http://\(shownHost):\(port)")
 let fictional = settings.projects[settings.projectId]?.testPhoneNumbers.count ?? 0
 logger.info("phone-auth-emulator \(PhoneAuthApp.version) ready", [
     ("project", settings.projectId), ("config", settings.configSource), ("tokenSigning", settings.tokenSigning.rawValue),
-    ("kid", signingKey?.kid ?? "-"), ("fictionalNumbers", String(fictional)),
+    ("kid", signingKeys.first?.kid ?? "-"), ("fictionalNumbers", String(fictional)), ("dataDir", settings.dataDir ?? "-"),
 ])
 if settings.host != "127.0.0.1" && settings.host != "localhost" && settings.host != "::1" {
     logger.warning("listening beyond loopback on \(settings.host): anyone who can reach this port can sign in and administer users")
@@ -98,5 +141,16 @@ let signal = csys_wait_termination_signal()
 logger.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"), shutting down")
 server.shutdown()
 pool?.shutdown()
+var exitCode: Int32 = 0
+if let dir = settings.exportOnExit {
+    do {
+        let (users, tenants) = try ExportImport.export(app, projectId: settings.projectId, to: dir)
+        logger.info("exported \(users) users (\(tenants) tenants)", [("to", dir)])
+    } catch {
+        logger.error("export failed: \(error.description)")
+        exitCode = 1
+    }
+}
+dataDir?.close()
 logger.info("stopped")
-exit(0)
+exit(exitCode)

@@ -102,13 +102,13 @@ final class SessionTests: XCTestCase {
     func testRefreshTokensFollowRevocationAndDeletion() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
         guard case .signedIn(var user, _) = try signIn(s, "123456") else { return XCTFail() }
-        let token = emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
+        let token = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertEqual(try emulator.redeemRefreshToken(token).0.localId, user.localId)
         clock.advance(millis: 5000)
         user.validSince = clock.nowSeconds()
         try emulator.store(key).withLock { $0.save(user) }
         XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual($0 as? AuthError, .tokenExpired) }
-        let fresh = emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
+        let fresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertNoThrow(try emulator.redeemRefreshToken(fresh))
         emulator.wipeAccounts(key)
         XCTAssertThrowsError(try emulator.redeemRefreshToken(fresh)) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }

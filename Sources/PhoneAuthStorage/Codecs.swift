@@ -1,0 +1,109 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// Storage encodings of the core records (JSON documents, versioned by field presence).
+enum Codecs {
+    static func encode(_ u: UserRecord) -> String {
+        var o = JSONObject()
+        o["localId"] = .string(u.localId)
+        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
+        o.set("displayName", u.displayName.map(JSON.string))
+        o.set("photoUrl", u.photoUrl.map(JSON.string))
+        o.set("email", u.email.map(JSON.string))
+        o["emailVerified"] = .bool(u.emailVerified)
+        o["disabled"] = .bool(u.disabled)
+        o.set("customAttributes", u.customAttributes.map(JSON.string))
+        o["createdAt"] = .int(u.createdAt)
+        o.set("lastLoginAt", u.lastLoginAt.map { .int($0) })
+        o.set("lastRefreshAt", u.lastRefreshAt.map { .int($0) })
+        o.set("validSince", u.validSince.map { .int($0) })
+        o.set("tenantId", u.tenantId.map(JSON.string))
+        o.set("passwordHash", u.passwordHash.map(JSON.string))
+        return JSON.object(o).serializedString
+    }
+
+    static func decodeUser(_ text: String) -> UserRecord? {
+        guard case .object(let o)? = try? JSONParser.parse(text), let id = o["localId"]?.stringValue,
+            let created = o["createdAt"]?.int64Value
+        else { return nil }
+        var u = UserRecord(localId: id, createdAt: created)
+        u.phoneNumber = o["phoneNumber"]?.stringValue
+        u.displayName = o["displayName"]?.stringValue
+        u.photoUrl = o["photoUrl"]?.stringValue
+        u.email = o["email"]?.stringValue
+        u.emailVerified = o["emailVerified"]?.boolValue ?? false
+        u.disabled = o["disabled"]?.boolValue ?? false
+        u.customAttributes = o["customAttributes"]?.stringValue
+        u.lastLoginAt = o["lastLoginAt"]?.int64Value
+        u.lastRefreshAt = o["lastRefreshAt"]?.int64Value
+        u.validSince = o["validSince"]?.int64Value
+        u.tenantId = o["tenantId"]?.stringValue
+        u.passwordHash = o["passwordHash"]?.stringValue
+        return u
+    }
+
+    static func encode(_ s: VerificationSession) -> String {
+        var o: JSONObject = ["sessionInfo": .string(s.sessionInfo), "phoneNumber": .string(s.phoneNumber), "code": .string(s.code),
+                             "createdAt": .int(s.createdAt), "fictional": .bool(s.fictional), "kind": .string(s.kind.rawValue),
+                             "message": .string(s.message), "sequence": .int(s.sequence)]
+        o.set("expiresAt", s.expiresAt.map { .int($0) })
+        o.set("attemptsLeft", s.attemptsLeft.map { .int($0) })
+        return JSON.object(o).serializedString
+    }
+
+    static func decodeSession(_ text: String) -> VerificationSession? {
+        guard case .object(let o)? = try? JSONParser.parse(text), let info = o["sessionInfo"]?.stringValue,
+            let phone = o["phoneNumber"]?.stringValue, let code = o["code"]?.stringValue, let created = o["createdAt"]?.int64Value
+        else { return nil }
+        return VerificationSession(
+            sessionInfo: info, phoneNumber: phone, code: code, createdAt: created, expiresAt: o["expiresAt"]?.int64Value,
+            attemptsLeft: o["attemptsLeft"]?.int64Value.map { Int($0) }, fictional: o["fictional"]?.boolValue ?? false,
+            kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn, message: o["message"]?.stringValue ?? "",
+            sequence: UInt64(max(0, o["sequence"]?.int64Value ?? 0)))
+    }
+
+    static func encode(_ r: RefreshTokenRecord) -> String {
+        var o: JSONObject = ["projectId": .string(r.projectId), "localId": .string(r.localId), "authTime": .int(r.authTime),
+                             "signInProvider": .string(r.signInProvider), "issuedAt": .int(r.issuedAt)]
+        o.set("tenantId", r.tenantId.map(JSON.string))
+        return JSON.object(o).serializedString
+    }
+
+    static func decodeRefreshToken(_ text: String) -> RefreshTokenRecord? {
+        guard case .object(let o)? = try? JSONParser.parse(text), let p = o["projectId"]?.stringValue, let l = o["localId"]?.stringValue
+        else { return nil }
+        return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: o["authTime"]?.int64Value ?? 0,
+                                  signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: o["issuedAt"]?.int64Value ?? 0)
+    }
+
+    static func encode(_ c: ProjectConfig, _ t: TenantSettings?) -> String {
+        var o: JSONObject = ["config": c.toJSON(), "passthrough": .object(c.passthrough)]
+        if let t {
+            var to: JSONObject = ["disableAuth": .bool(t.disableAuth), "allowPasswordSignup": .bool(t.allowPasswordSignup),
+                                  "enableEmailLinkSignin": .bool(t.enableEmailLinkSignin), "enableAnonymousUser": .bool(t.enableAnonymousUser),
+                                  "extra": .object(t.extra)]
+            to.set("displayName", t.displayName.map(JSON.string))
+            o["tenant"] = .object(to)
+        }
+        return JSON.object(o).serializedString
+    }
+
+    static func decodeConfig(_ text: String) -> (ProjectConfig, TenantSettings?)? {
+        guard case .object(let o)? = try? JSONParser.parse(text), let cj = o["config"] else { return nil }
+        var c = ProjectConfig()
+        do { try c.apply(cj) } catch { return nil }
+        c.passthrough = o["passthrough"]?.objectValue ?? JSONObject()
+        var t: TenantSettings? = nil
+        if let to = o["tenant"]?.objectValue {
+            var ts = TenantSettings()
+            ts.displayName = to["displayName"]?.stringValue
+            ts.disableAuth = to["disableAuth"]?.boolValue ?? false
+            ts.allowPasswordSignup = to["allowPasswordSignup"]?.boolValue ?? true
+            ts.enableEmailLinkSignin = to["enableEmailLinkSignin"]?.boolValue ?? false
+            ts.enableAnonymousUser = to["enableAnonymousUser"]?.boolValue ?? true
+            ts.extra = to["extra"]?.objectValue ?? JSONObject()
+            t = ts
+        }
+        return (c, t)
+    }
+}

@@ -1,0 +1,194 @@
+import CSQLite
+import CSystem
+import EmulatorSupport
+import PhoneAuthCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--data-dir`: an SQLite database in WAL mode holding every project's and tenant's users, config, pending
+/// sessions, refresh tokens and the signing keys. Each change batch is one transaction, committed before the
+/// response that acknowledges it is sent (WAL + synchronous=NORMAL survives `kill -9`; `FULL` also power loss).
+/// An exclusive `flock` on `DIR/lock` keeps a second server out.
+public final class DataDirectory: StateJournal, @unchecked Sendable {
+    public enum Durability: String, Sendable { case normal, full }
+
+    public let path: String
+    private let lockFD: Int32
+    private let connection: Mutex<SQLiteConnection?>
+
+    public struct OpenError: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// Opens (creating if needed) the directory and its database; refuses a directory another server holds.
+    public init(path: String, durability: Durability = .normal) throws(OpenError) {
+        self.path = path
+        var st = stat()
+        if stat(path, &st) != 0 {
+            guard mkdir(path, 0o700) == 0 else { throw OpenError(description: "cannot create data directory \(path): \(String(cString: strerror(errno)))") }
+        } else if (st.st_mode & S_IFMT) != S_IFDIR {
+            throw OpenError(description: "\(path) is not a directory")
+        }
+        let lockPath = path + "/lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw OpenError(description: "cannot use data directory \(path): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw OpenError(description: "data directory \(path) is in use by another phone-auth-emulator (lock held on \(lockPath))")
+        }
+        lockFD = fd
+        let conn: SQLiteConnection
+        do {
+            conn = try SQLiteConnection(path: path + "/emulator.sqlite3")
+            chmod(path + "/emulator.sqlite3", 0o600)
+            try conn.exec("PRAGMA journal_mode=WAL")
+            try conn.exec("PRAGMA synchronous=\(durability == .full ? "FULL" : "NORMAL")")
+            try conn.exec("""
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS users (project TEXT NOT NULL, tenant TEXT NOT NULL, local_id TEXT NOT NULL, doc TEXT NOT NULL,
+                    PRIMARY KEY (project, tenant, local_id)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS sessions (project TEXT NOT NULL, tenant TEXT NOT NULL, session_info TEXT NOT NULL, doc TEXT NOT NULL,
+                    PRIMARY KEY (project, tenant, session_info)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS configs (project TEXT NOT NULL, tenant TEXT NOT NULL, doc TEXT NOT NULL,
+                    PRIMARY KEY (project, tenant)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS refresh_tokens (token TEXT PRIMARY KEY, project TEXT NOT NULL, tenant TEXT NOT NULL,
+                    local_id TEXT NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS signing_keys (kid TEXT PRIMARY KEY, pem TEXT NOT NULL, created INTEGER NOT NULL) WITHOUT ROWID;
+                INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');
+                """)
+            let format = try conn.query("SELECT value FROM meta WHERE key = 'format'").first?.first?.text
+            guard format == "1" else { throw SQLiteError(code: 0, message: "unknown data format \(format ?? "?")") }
+        } catch {
+            flock(fd, LOCK_UN)
+            Glibc.close(fd)
+            throw OpenError(description: "cannot open the database in \(path): \(error)")
+        }
+        connection = Mutex(conn)
+    }
+
+    deinit { close() }
+
+    /// Checkpoints the WAL, closes the database and releases the lock.
+    public func close() {
+        connection.withLock { c in
+            if let conn = c { try? conn.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
+            c = nil
+        }
+        flock(lockFD, LOCK_UN)
+        Glibc.close(lockFD)
+    }
+
+    private func withConnection<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try connection.withLock { c in
+            guard let c else { throw SQLiteError(code: 0, message: "the database is closed") }
+            return try body(c)
+        }
+    }
+
+    private static func t(_ tenant: String?) -> SQLValue { .text(tenant ?? "") }
+
+    // MARK: StateJournal
+
+    public func record(_ changes: [StateChange]) throws {
+        try withConnection { c in
+            try c.exec("BEGIN IMMEDIATE")
+            do {
+                for change in changes { try apply(change, c) }
+                try c.exec("COMMIT")
+            } catch {
+                try? c.exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    private func apply(_ change: StateChange, _ c: SQLiteConnection) throws {
+        switch change {
+        case .userSaved(let k, let u):
+            try c.run("INSERT OR REPLACE INTO users (project, tenant, local_id, doc) VALUES (?, ?, ?, ?)",
+                      [.text(k.projectId), Self.t(k.tenantId), .text(u.localId), .text(Codecs.encode(u))])
+        case .userDeleted(let k, let id):
+            try c.run("DELETE FROM users WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(id)])
+            try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(id)])
+        case .usersWiped(let k):
+            try c.run("DELETE FROM users WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
+            try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
+        case .sessionSaved(let k, let s):
+            try c.run("INSERT OR REPLACE INTO sessions (project, tenant, session_info, doc) VALUES (?, ?, ?, ?)",
+                      [.text(k.projectId), Self.t(k.tenantId), .text(s.sessionInfo), .text(Codecs.encode(s))])
+        case .sessionDeleted(let k, let info):
+            try c.run("DELETE FROM sessions WHERE project = ? AND tenant = ? AND session_info = ?", [.text(k.projectId), Self.t(k.tenantId), .text(info)])
+        case .sessionsCleared(let k):
+            try c.run("DELETE FROM sessions WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
+        case .configSaved(let k, let config, let tenant):
+            try c.run("INSERT OR REPLACE INTO configs (project, tenant, doc) VALUES (?, ?, ?)",
+                      [.text(k.projectId), Self.t(k.tenantId), .text(Codecs.encode(config, tenant))])
+        case .storeDeleted(let k):
+            for table in ["users", "sessions", "configs", "refresh_tokens"] {
+                try c.run("DELETE FROM \(table) WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
+            }
+        case .refreshTokenSaved(let token, let r):
+            try c.run("INSERT OR REPLACE INTO refresh_tokens (token, project, tenant, local_id, doc) VALUES (?, ?, ?, ?, ?)",
+                      [.text(token), .text(r.projectId), Self.t(r.tenantId), .text(r.localId), .text(Codecs.encode(r))])
+        case .refreshTokensDeleted(let k, let localId):
+            if let localId {
+                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(localId)])
+            } else {
+                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
+            }
+        }
+    }
+
+    // MARK: restore
+
+    /// Everything stored, grouped by project and tenant.
+    public func loadSnapshot() throws -> (stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
+        try withConnection { c in
+            var stores: [StoreKey: StoreSnapshot] = [:]
+            func key(_ row: [SQLValue]) -> StoreKey { StoreKey(projectId: row[0].text ?? "", tenantId: row[1].text) }
+            for row in try c.query("SELECT project, tenant, doc FROM configs") {
+                let k = key(row)
+                guard let (config, tenant) = row[2].text.flatMap(Codecs.decodeConfig) else { throw SQLiteError(code: 0, message: "unreadable config for \(k)") }
+                stores[k, default: StoreSnapshot(key: k)].config = config
+                stores[k, default: StoreSnapshot(key: k)].tenant = tenant
+            }
+            for row in try c.query("SELECT project, tenant, doc FROM users") {
+                let k = key(row)
+                guard let u = row[2].text.flatMap(Codecs.decodeUser) else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
+                stores[k, default: StoreSnapshot(key: k)].users.append(u)
+            }
+            for row in try c.query("SELECT project, tenant, doc FROM sessions") {
+                let k = key(row)
+                guard let s = row[2].text.flatMap(Codecs.decodeSession) else { throw SQLiteError(code: 0, message: "unreadable session in \(k)") }
+                stores[k, default: StoreSnapshot(key: k)].sessions.append(s)
+            }
+            var tokens: [(String, RefreshTokenRecord)] = []
+            for row in try c.query("SELECT token, doc FROM refresh_tokens") {
+                if let t = row[0].text, let r = row[1].text.flatMap(Codecs.decodeRefreshToken) { tokens.append((t, r)) }
+            }
+            // Projects before their tenants, so a tenant's first use sees its project's config.
+            let ordered = stores.values.sorted { ($0.key.tenantId == nil ? 0 : 1, $0.key.projectId, $0.key.tenantId ?? "") < ($1.key.tenantId == nil ? 0 : 1, $1.key.projectId, $1.key.tenantId ?? "") }
+            return (ordered, tokens)
+        }
+    }
+
+    // MARK: signing keys
+
+    /// Stored signing keys as PEM, newest first.
+    public func signingKeys() throws -> [(kid: String, pem: String)] {
+        try withConnection { c in
+            try c.query("SELECT kid, pem FROM signing_keys ORDER BY created DESC, kid").compactMap { row in
+                guard let kid = row[0].text, let pem = row[1].text else { return nil }
+                return (kid, pem)
+            }
+        }
+    }
+
+    public func saveSigningKey(kid: String, pem: String, created: Int64) throws {
+        try withConnection { c in
+            try c.run("INSERT OR REPLACE INTO signing_keys (kid, pem, created) VALUES (?, ?, ?)", [.text(kid), .text(pem), .int(created)])
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import CSQLite
+import Synchronization
+
+/// A failed SQLite call, with SQLite's own message.
+public struct SQLiteError: Error, CustomStringConvertible, Sendable {
+    public let code: Int32
+    public let message: String
+    public var description: String { "SQLite error \(code): \(message)" }
+}
+
+/// One SQLite connection, used by one thread at a time (the journal serializes access with a mutex).
+final class SQLiteConnection: @unchecked Sendable {
+    let db: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(path: String) throws {
+        var handle: OpaquePointer? = nil
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let handle { sqlite3_close_v2(handle) }
+            throw SQLiteError(code: rc, message: "\(path): \(msg)")
+        }
+        db = handle
+        sqlite3_busy_timeout(db, 5000)
+    }
+
+    deinit {
+        for (_, s) in statements { sqlite3_finalize(s) }
+        sqlite3_close_v2(db)
+    }
+
+    func error(_ rc: Int32) -> SQLiteError { SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(db))) }
+
+    func exec(_ sql: String) throws {
+        var err: UnsafeMutablePointer<CChar>? = nil
+        let rc = sqlite3_exec(db, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let msg = err.map { String(cString: $0) } ?? ""
+            sqlite3_free(err)
+            throw SQLiteError(code: rc, message: msg)
+        }
+    }
+
+    /// A cached prepared statement, reset and with bindings cleared.
+    func statement(_ sql: String) throws -> OpaquePointer {
+        if let s = statements[sql] {
+            sqlite3_reset(s)
+            sqlite3_clear_bindings(s)
+            return s
+        }
+        var s: OpaquePointer? = nil
+        let rc = sqlite3_prepare_v2(db, sql, -1, &s, nil)
+        guard rc == SQLITE_OK, let s else { throw error(rc) }
+        statements[sql] = s
+        return s
+    }
+
+    /// Runs a statement with text/integer bindings to completion.
+    func run(_ sql: String, _ values: [SQLValue]) throws {
+        let s = try statement(sql)
+        try bind(s, values)
+        let rc = sqlite3_step(s)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw error(rc) }
+        sqlite3_reset(s)
+    }
+
+    /// Rows of a query, each as its column values.
+    func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
+        let s = try statement(sql)
+        try bind(s, values)
+        var rows: [[SQLValue]] = []
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw error(rc) }
+            var row: [SQLValue] = []
+            for i in 0..<sqlite3_column_count(s) {
+                switch sqlite3_column_type(s, i) {
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(s, i)))
+                case SQLITE_NULL: row.append(.null)
+                default:
+                    if let p = sqlite3_column_text(s, i) {
+                        row.append(.text(String(cString: p)))
+                    } else {
+                        row.append(.null)
+                    }
+                }
+            }
+            rows.append(row)
+        }
+        sqlite3_reset(s)
+        return rows
+    }
+
+    private func bind(_ s: OpaquePointer, _ values: [SQLValue]) throws {
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .null: rc = sqlite3_bind_null(s, idx)
+            case .int(let n): rc = sqlite3_bind_int64(s, idx, n)
+            case .text(let t): rc = sqlite3_bind_text(s, idx, t, -1, csqlite_transient())
+            }
+            guard rc == SQLITE_OK else { throw error(rc) }
+        }
+    }
+}
+
+enum SQLValue: Sendable, Equatable {
+    case null
+    case int(Int64)
+    case text(String)
+
+    var text: String? { if case .text(let t) = self { return t } else { return nil } }
+    var int: Int64? { if case .int(let n) = self { return n } else { return nil } }
+}

@@ -1,0 +1,107 @@
+import EmulatorSupport
+import PhoneAuthCore
+import PhoneAuthStorage
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class DataDirectoryTests: XCTestCase {
+    var dir = ""
+
+    override func setUp() {
+        var template = Array("/tmp/phone-auth-storage-XXXXXX".utf8CString)
+        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    override func tearDown() {
+        _ = dir.withCString { p in system("rm -rf '\(String(cString: p))'") }
+    }
+
+    func emulator(_ journal: DataDirectory) -> Emulator {
+        var config = ProjectConfig()
+        config.testPhoneNumbers = ["+16505554567": "123456"]
+        return Emulator(defaultProjectId: "p", projectConfigs: ["p": config], clock: EmulatorClock(fixedAtMillis: 1_800_000_000_000),
+                        random: SeededRandom(seed: 5), logger: Logger(label: "t", level: .critical), journal: journal)
+    }
+
+    func testEverythingSurvivesAReopen() throws {
+        let key = StoreKey(projectId: "p")
+        let tenant = StoreKey(projectId: "p", tenantId: "t1")
+        var uid = ""
+        var refresh = ""
+        do {
+            let d = try DataDirectory(path: dir)
+            let e = emulator(d)
+            let s = try e.sendVerificationCode(key, phoneNumber: "+16505554567")
+            guard case .signedIn(let user, _) = try e.signInWithPhoneNumber(key, sessionInfo: s, code: "123456", temporaryProof: nil,
+                                                                             phoneNumber: nil, tokenUser: nil, operation: nil) else { return XCTFail() }
+            uid = user.localId
+            var c = UserChanges()
+            c.customAttributes = #"{"role":"admin"}"#
+            _ = try e.updateUser(key, localId: uid, changes: c)
+            refresh = try e.issueRefreshToken(key, localId: uid, authTime: 1, signInProvider: "phone")
+            _ = try e.patchConfig(key, ["phoneAuth": ["maxCodeAttempts": 2]])
+            _ = try e.createUser(tenant, localId: "tenant-user", changes: UserChanges())
+            _ = try e.sendVerificationCode(key, phoneNumber: "+15551234567")
+            _ = try e.createUser(key, localId: "gone", changes: UserChanges())
+            try e.deleteUser(key, localId: "gone")
+            try d.saveSigningKey(kid: "k1", pem: "PEM", created: 1)
+            d.close()
+        }
+        let d = try DataDirectory(path: dir)
+        let e = emulator(d)
+        let snap = try d.loadSnapshot()
+        e.restore(snap.stores, refreshTokens: snap.refreshTokens)
+        let user = try XCTUnwrap(e.store(key).read { $0.users[uid] })
+        XCTAssertEqual(user.phoneNumber, "+16505554567")
+        XCTAssertEqual(user.customAttributes, #"{"role":"admin"}"#)
+        XCTAssertNil(e.store(key).read { $0.users["gone"] })
+        XCTAssertEqual(e.store(key).read { $0.user(phone: "+16505554567")?.localId }, uid)
+        XCTAssertEqual(e.config(key).phoneAuth.maxCodeAttempts, 2)
+        XCTAssertEqual(e.config(key).testPhoneNumbers, ["+16505554567": "123456"])
+        XCTAssertNotNil(e.store(tenant).read { $0.users["tenant-user"] })
+        XCTAssertEqual(e.verificationCodes(key, phone: "+15551234567").count, 1)
+        XCTAssertEqual(try e.redeemRefreshToken(refresh).1.localId, uid)
+        XCTAssertEqual(try d.signingKeys().map(\.kid), ["k1"])
+        // A session restored keeps counting attempts from where it was.
+        let s2 = try e.sendVerificationCode(key, phoneNumber: "+15551234568")
+        XCTAssertGreaterThan(e.verificationCodes(key, phone: "+15551234568")[0].sequence, e.verificationCodes(key, phone: "+15551234567")[0].sequence)
+        _ = s2
+        d.close()
+    }
+
+    func testASecondOpenIsRefused() throws {
+        let d = try DataDirectory(path: dir)
+        XCTAssertThrowsError(try DataDirectory(path: dir)) { XCTAssertTrue("\($0)".contains("in use"), "\($0)") }
+        d.close()
+        XCTAssertNoThrow(try DataDirectory(path: dir).close())
+    }
+
+    func testNotADirectoryOrUnreadable() {
+        let file = dir + "/plain-file"
+        _ = try? Files.writeAtomically(file, [1])
+        XCTAssertThrowsError(try DataDirectory(path: file)) { XCTAssertTrue("\($0)".contains("not a directory")) }
+        XCTAssertThrowsError(try DataDirectory(path: "/proc/nope/deeper"))
+    }
+
+    func testCorruptDatabaseIsAClearError() throws {
+        try Files.writeAtomically(dir + "/emulator.sqlite3", Array("this is not a database, just text that is long enough".utf8))
+        XCTAssertThrowsError(try DataDirectory(path: dir)) { XCTAssertTrue("\($0)".contains("cannot open the database"), "\($0)") }
+    }
+
+    func testConcurrentWritersAllLand() throws {
+        let d = try DataDirectory(path: dir)
+        let e = emulator(d)
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            for i in 0..<50 {
+                _ = try? e.createUser(StoreKey(projectId: "p", tenantId: t % 2 == 0 ? nil : "t\(t)"), localId: "u-\(t)-\(i)", changes: UserChanges())
+            }
+        }
+        d.close()
+        let again = try DataDirectory(path: dir)
+        let total = try again.loadSnapshot().stores.reduce(0) { $0 + $1.users.count }
+        XCTAssertEqual(total, 400)
+        again.close()
+    }
+}
