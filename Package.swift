@@ -21,7 +21,7 @@ let package = Package(
         // HTTP/1.1 over epoll; knows nothing of Firebase.
         .target(name: "HTTPServer", dependencies: ["CSystem", "EmulatorSupport"]),
         // The domain: phone numbers, sessions, users, config, errors, clock. No sockets, no OpenSSL.
-        .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport"]),
+        .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport", "CSystem"]),
         // Durable state: the SQLite journal behind --data-dir.
         .target(name: "PhoneAuthStorage", dependencies: ["CSQLite", "CSystem", "PhoneAuthCore", "EmulatorSupport"]),
         // Routes and handlers: the Firebase wire surface.

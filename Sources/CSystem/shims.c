@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CSystem.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
 
 int csys_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
     return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -29,6 +31,19 @@ int csys_wait_termination_signal(void) {
 }
 
 void csys_stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
+void csys_random_bytes(void *buf, size_t len) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
+    arc4random_buf(buf, len);
+#else
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) { if (errno == EINTR) continue; abort(); }
+        p += n; len -= (size_t)n;
+    }
+#endif
+}
 
 unsigned long long csys_monotonic_ns(void) {
     struct timespec ts;

@@ -2,6 +2,7 @@
 public enum URLEncoding {
     /// Decodes `%XX` and (when `plusAsSpace`) `+`. Invalid escapes are kept literally; invalid UTF-8 is replaced.
     public static func percentDecode<S: StringProtocol>(_ s: S, plusAsSpace: Bool = true) -> String {
+        if !s.utf8.contains(where: { $0 == UInt8(ascii: "%") || ($0 == UInt8(ascii: "+") && plusAsSpace) }) { return String(s) }
         var out: [UInt8] = []
         let u = Array(s.utf8)
         out.reserveCapacity(u.count)
@@ -25,14 +26,26 @@ public enum URLEncoding {
     /// Parses `a=1&b=2` into ordered pairs (empty segments skipped).
     public static func parsePairs<S: StringProtocol>(_ s: S) -> [(String, String)] {
         var result: [(String, String)] = []
-        for part in s.split(separator: "&", omittingEmptySubsequences: true) {
-            if let eq = part.firstIndex(of: "=") {
-                result.append((percentDecode(part[part.startIndex..<eq]), percentDecode(part[part.index(after: eq)...])))
-            } else {
-                result.append((percentDecode(part), ""))
+        let bytes = Array(s.utf8)
+        var start = 0
+        while start <= bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != UInt8(ascii: "&") { end += 1 }
+            if end > start {
+                let part = bytes[start..<end]
+                if let eq = part.firstIndex(of: UInt8(ascii: "=")) {
+                    result.append((decodeBytes(part[start..<eq]), decodeBytes(part[(eq + 1)..<end])))
+                } else {
+                    result.append((decodeBytes(part), ""))
+                }
             }
+            start = end + 1
         }
         return result
+    }
+
+    private static func decodeBytes(_ b: ArraySlice<UInt8>) -> String {
+        percentDecode(String(decoding: b, as: UTF8.self))
     }
 
     public static func percentEncode(_ s: String) -> String {

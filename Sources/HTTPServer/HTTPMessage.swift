@@ -5,13 +5,28 @@ public struct HTTPHeaders: Sendable, Sequence {
     public init(_ entries: [(name: String, value: String)] = []) { self.entries = entries }
 
     public subscript(name: String) -> String? {
-        for e in entries where e.name.utf8.count == name.utf8.count && e.name.lowercased() == name.lowercased() { return e.value }
+        for e in entries where HTTPHeaders.equalsIgnoringASCIICase(e.name, name) { return e.value }
         return nil
     }
 
     public func values(_ name: String) -> [String] {
-        let n = name.lowercased()
-        return entries.filter { $0.name.lowercased() == n }.map(\.value)
+        entries.filter { HTTPHeaders.equalsIgnoringASCIICase($0.name, name) }.map(\.value)
+    }
+
+    /// ASCII case-insensitive comparison without allocating (header names are ASCII tokens).
+    public static func equalsIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                for i in 0..<x.count where x[i] != y[i] {
+                    let lx = x[i] >= 0x41 && x[i] <= 0x5A ? x[i] | 0x20 : x[i]
+                    let ly = y[i] >= 0x41 && y[i] <= 0x5A ? y[i] | 0x20 : y[i]
+                    if lx != ly { return false }
+                }
+                return true
+            }
+        }
     }
 
     public mutating func add(_ name: String, _ value: String) { entries.append((name, value)) }
@@ -22,7 +37,13 @@ public struct HTTPHeaders: Sendable, Sequence {
 /// One parsed request. The path keeps its raw form (no percent-decoding, empty segments preserved).
 public struct HTTPRequest: Sendable {
     public var method: String
-    public var target: String
+    public var target: String {
+        didSet { (path, query) = HTTPRequest.split(target) }
+    }
+    /// The path part of the target (before `?`), raw.
+    public private(set) var path: String
+    /// The raw query string (after `?`), empty if none.
+    public private(set) var query: String
     public var versionMinor: Int
     public var headers: HTTPHeaders
     public var body: [UInt8]
@@ -33,6 +54,7 @@ public struct HTTPRequest: Sendable {
                 remoteAddress: String = "127.0.0.1", keepAlive: Bool = true) {
         self.method = method
         self.target = target
+        (path, query) = HTTPRequest.split(target)
         self.versionMinor = versionMinor
         self.headers = headers
         self.body = body
@@ -40,16 +62,14 @@ public struct HTTPRequest: Sendable {
         self.keepAlive = keepAlive
     }
 
-    /// The path part of the target (before `?`).
-    public var path: Substring {
-        if let q = target.firstIndex(of: "?") { return target[target.startIndex..<q] }
-        return target[...]
-    }
-
-    /// The raw query string (after `?`), empty if none.
-    public var query: Substring {
-        if let q = target.firstIndex(of: "?") { return target[target.index(after: q)...] }
-        return ""
+    /// Splits a request target at its first `?`, working on UTF-8 bytes.
+    static func split(_ target: String) -> (String, String) {
+        var t = target
+        return t.withUTF8 { b in
+            guard let q = b.firstIndex(of: UInt8(ascii: "?")) else { return (target, "") }
+            return (String(decoding: UnsafeBufferPointer(rebasing: b[0..<q]), as: UTF8.self),
+                    String(decoding: UnsafeBufferPointer(rebasing: b[(q + 1)...]), as: UTF8.self))
+        }
     }
 }
 
@@ -91,24 +111,55 @@ public struct HTTPResponse: Sendable {
         }
     }
 
+    /// Status lines for the codes we answer, built once.
+    private static let statusLines: [Int: [UInt8]] = {
+        var m: [Int: [UInt8]] = [:]
+        for code in [200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 411, 413, 429, 431, 500, 501, 503, 505] {
+            m[code] = Array("HTTP/1.1 \(code) \(reason(code))\r\n".utf8)
+        }
+        return m
+    }()
+
+    @inline(__always) private static func append(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { out.append(contentsOf: $0) }
+    }
+
+    private static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
+        if n == 0 { out.append(0x30); return }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var v = n, i = 0
+        withUnsafeMutableBytes(of: &digits) { d in
+            while v > 0 { d[i] = UInt8(0x30 + v % 10); v /= 10; i += 1 }
+            while i > 0 { i -= 1; out.append(d[i]) }
+        }
+    }
+
     /// Appends the wire form. `keepAlive` is what the connection will do; `headOnly` omits the body (HEAD).
     public func serialize(into out: inout [UInt8], keepAlive: Bool, versionMinor: Int, headOnly: Bool) {
-        out.append(contentsOf: "HTTP/1.1 \(status) \(HTTPResponse.reason(status))\r\n".utf8)
+        if let line = HTTPResponse.statusLines[status] {
+            out.append(contentsOf: line)
+        } else {
+            HTTPResponse.append("HTTP/1.1 \(status) \(HTTPResponse.reason(status))\r\n", to: &out)
+        }
         for (n, v) in headers {
-            out.append(contentsOf: n.utf8)
-            out.append(contentsOf: ": ".utf8)
-            out.append(contentsOf: v.utf8)
-            out.append(contentsOf: "\r\n".utf8)
+            HTTPResponse.append(n, to: &out)
+            out.append(0x3A); out.append(0x20)
+            HTTPResponse.append(v, to: &out)
+            out.append(0x0D); out.append(0x0A)
         }
         if status != 204 && status != 304 {
-            out.append(contentsOf: "Content-Length: \(body.count)\r\n".utf8)
+            HTTPResponse.append("Content-Length: ", to: &out)
+            HTTPResponse.appendDecimal(body.count, to: &out)
+            out.append(0x0D); out.append(0x0A)
         }
         if !keepAlive {
-            out.append(contentsOf: "Connection: close\r\n".utf8)
+            HTTPResponse.append("Connection: close\r\n", to: &out)
         } else if versionMinor == 0 {
-            out.append(contentsOf: "Connection: keep-alive\r\n".utf8)
+            HTTPResponse.append("Connection: keep-alive\r\n", to: &out)
         }
-        out.append(contentsOf: "\r\n".utf8)
+        out.append(0x0D); out.append(0x0A)
         if !headOnly && status != 204 && status != 304 { out.append(contentsOf: body) }
     }
 }

@@ -90,13 +90,30 @@ public struct HTTPRequestParser: Sendable {
         return .request(req, consumed: total)
     }
 
-    private static func isTokenChar(_ c: UInt8) -> Bool {
+    /// RFC 9110 `tchar`, as a 256-entry table.
+    private static let tokenTable: [Bool] = (0..<256).map { i in
+        let c = UInt8(i)
         switch c {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return true
         default:
             return "!#$%&'*+-.^_`|~".utf8.contains(c)
         }
+    }
+
+    @inline(__always) private static func isTokenChar(_ c: UInt8) -> Bool { tokenTable[Int(c)] }
+
+    /// Compares bytes with a lowercase ASCII constant, ignoring case, without allocating.
+    @inline(__always) private static func matches(_ b: UnsafeBufferPointer<UInt8>.SubSequence, _ lower: StaticString) -> Bool {
+        guard b.count == lower.utf8CodeUnitCount else { return false }
+        let p = lower.utf8Start
+        var i = 0
+        for c in b {
+            let l = c >= 0x41 && c <= 0x5A ? c | 0x20 : c
+            if l != p[i] { return false }
+            i += 1
+        }
+        return true
     }
 
     private func parseHead(_ b: UnsafeBufferPointer<UInt8>, remoteAddress: String) -> Result<Head, HTTPParseError> {
@@ -126,14 +143,13 @@ public struct HTTPRequestParser: Sendable {
         guard !targetBytes.isEmpty, targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             return .failure(.badRequest("Malformed request target."))
         }
-        let version = Array(versionBytes)
         let minor: Int
-        if version == Array("HTTP/1.1".utf8) {
+        if Self.matches(versionBytes, "http/1.1") && versionBytes.first == UInt8(ascii: "H") {
             minor = 1
-        } else if version == Array("HTTP/1.0".utf8) {
+        } else if Self.matches(versionBytes, "http/1.0") && versionBytes.first == UInt8(ascii: "H") {
             minor = 0
-        } else if version.count == 8, version.starts(with: "HTTP/".utf8), version[6] == UInt8(ascii: "."),
-            (0x30...0x39).contains(version[5]), (0x30...0x39).contains(version[7])
+        } else if versionBytes.count == 8, versionBytes.starts(with: "HTTP/".utf8), versionBytes[versionBytes.startIndex + 6] == UInt8(ascii: "."),
+            (0x30...0x39).contains(versionBytes[versionBytes.startIndex + 5]), (0x30...0x39).contains(versionBytes[versionBytes.startIndex + 7])
         {
             return .failure(.versionNotSupported)
         } else {
@@ -166,8 +182,7 @@ public struct HTTPRequestParser: Sendable {
             if count > limits.maxHeaderCount { return .failure(.headersTooLarge) }
             let name = String(decoding: nameBytes, as: UTF8.self)
             let value = String(decoding: valueBytes, as: UTF8.self)
-            let lname = name.lowercased()
-            if lname == "content-length" {
+            if Self.matches(nameBytes, "content-length") {
                 guard !valueBytes.isEmpty, valueBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                     return .failure(.badRequest("Invalid Content-Length."))
                 }
@@ -178,9 +193,9 @@ public struct HTTPRequestParser: Sendable {
                 }
                 if let existing = contentLength, existing != n { return .failure(.badRequest("Conflicting Content-Length headers.")) }
                 contentLength = n
-            } else if lname == "transfer-encoding" {
+            } else if Self.matches(nameBytes, "transfer-encoding") {
                 sawTransferEncoding = true
-            } else if lname == "connection" {
+            } else if Self.matches(nameBytes, "connection") {
                 for token in value.lowercased().split(separator: ",") {
                     let t = token.trimmedHTTPWhitespace()
                     if t == "close" { connectionClose = true }

@@ -65,9 +65,11 @@ public final class PhoneAuthApp: HTTPResponder {
         let query = URLEncoding.parsePairs(request.query)
         // Credentials.
         var privileged = false
-        if let auth = request.headers["authorization"], auth.utf8.count >= 7, auth.prefix(7).lowercased() == "bearer " {
-            let token = auth.dropFirst(7).trimmingSpaces()
-            if token.lowercased() == "owner" || token.hasPrefix("ya29.") {
+        if let auth = request.headers["authorization"], auth.utf8.count >= 7,
+            HTTPHeaders.equalsIgnoringASCIICase(String(auth.utf8.prefix(7))!, "bearer ")
+        {
+            let token = String(auth.utf8.dropFirst(7))![...].trimmingSpaces()
+            if HTTPHeaders.equalsIgnoringASCIICase(token, "owner") || token.hasPrefix("ya29.") {
                 privileged = true
             } else if route.access != .open {
                 throw AuthError.invalidCredential
@@ -127,7 +129,7 @@ public final class PhoneAuthApp: HTTPResponder {
 
     /// `session_info` → `sessionInfo` (proto JSON accepts both spellings).
     static func camelCase(_ key: String) -> String {
-        guard key.contains("_") else { return key }
+        guard key.utf8.contains(UInt8(ascii: "_")) else { return key }
         var out = ""
         var upper = false
         for c in key {

@@ -40,8 +40,26 @@ enum Router {
         case notFound
     }
 
-    static func match(method: String, path: Substring) -> Match {
-        let segs = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { URLEncoding.percentDecode($0, plusAsSpace: false) }
+    /// The hot client paths, matched with one hash lookup before any splitting.
+    static let exact: [String: Route] = {
+        var m: [String: Route] = [:]
+        for op in ["accounts:sendVerificationCode", "accounts:signInWithPhoneNumber", "accounts:lookup", "accounts:signUp", "accounts:update",
+                   "accounts:delete", "accounts:verifyClient"] {
+            m["/identitytoolkit.googleapis.com/v1/" + op] = clientOperation(op)
+        }
+        m["/securetoken.googleapis.com/v1/token"] = Route(access: .apiKey, body: .jsonOrForm, offload: true, handler: SecureToken.grant)
+        return m
+    }()
+
+    static func match(method: String, path: String) -> Match {
+        if let r = exact[path] { return method == "POST" ? .route(r) : .methodNotAllowed }
+        if path == "/" { return method == "GET" || method == "HEAD" ? .route(Route(access: .open, body: .none, offload: false, handler: Status.root)) : .methodNotAllowed }
+        return matchSegments(method: method, path: path)
+    }
+
+    static func matchSegments(method: String, path: String) -> Match {
+        let segs = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
+            .map { URLEncoding.percentDecode(String(decoding: $0, as: UTF8.self), plusAsSpace: false) }
         guard let host = segs.first else { return .notFound }
         let rest = Array(segs.dropFirst())
         let m = method == "HEAD" ? "GET" : method

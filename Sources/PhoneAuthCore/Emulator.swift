@@ -38,6 +38,9 @@ public final class Emulator: Sendable {
     private let stores = Mutex<[StoreKey: StoreBox]>([:])
     private let refreshTokens = Mutex<[String: RefreshTokenRecord]>([:])
     private let waiters = Mutex<[StoreKey: [CodeWaiter]]>([:])
+    private let waiterCount = Atomic<Int>(0)
+    /// The default project's store, reachable without the registry lock (the hot path).
+    private let defaultStore: StoreBox
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
@@ -49,10 +52,14 @@ public final class Emulator: Sendable {
         self.clock = clock
         self.random = random
         self.logger = logger
+        let key = StoreKey(projectId: defaultProjectId)
+        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig())
+        stores.withLock { $0[key] = defaultStore }
     }
 
     /// The store for a project or tenant, created on first use. A new tenant starts with its project's config.
     public func store(_ key: StoreKey) -> StoreBox {
+        if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }
         if let s = stores.withLock({ $0[key] }) { return s }
         let config: ProjectConfig
         if key.tenantId != nil {
@@ -96,16 +103,19 @@ public final class Emulator: Sendable {
                 try Self.checkSendPolicy(&s, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
             }
             let code = preset ?? random.digits(settings.codeLength)
-            var text = "\(code) is your verification code."
-            if let hash = autoRetrievalHash, !hash.isEmpty { text = "<#> \(text)\n\(hash)" }
+            var id = SessionID(bytes: random.bytes(32))
+            while s.sessions[id] != nil { id = SessionID(bytes: random.bytes(32)) }
             let session = VerificationSession(
-                sessionInfo: random.token(byteCount: 48), phoneNumber: phone.e164, code: code, createdAt: now,
+                id: id, phoneNumber: phone.e164, code: code, createdAt: now,
                 expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
                 attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
-                fictional: preset != nil, kind: .signIn, message: text, sequence: s.nextSequence)
+                fictional: preset != nil, kind: .signIn, appSignatureHash: autoRetrievalHash.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) },
+                sequence: s.nextSequence)
             s.nextSequence += 1
-            s.sessions[session.sessionInfo] = session
-            try persist([.sessionSaved(key, session)])
+            s.sessions[id] = session
+            var changes: [StateChange] = [.sessionSaved(key, session)]
+            for gone in s.sweepExpiredSessions(now: now) { changes.append(.sessionDeleted(key, gone.text)) }
+            try persist(changes)
             return (session, preset != nil)
         }
         if fictional {
@@ -113,10 +123,11 @@ public final class Emulator: Sendable {
         } else {
             logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
         }
-        let ready = waiters.withLock { m -> [CodeWaiter] in
+        let ready = waiterCount.load(ordering: .acquiring) == 0 ? [] : waiters.withLock { m -> [CodeWaiter] in
             guard let list = m[key] else { return [] }
             let matched = list.filter { $0.phone == session.phoneNumber }
             m[key] = list.filter { $0.phone != session.phoneNumber }
+            waiterCount.wrappingSubtract(matched.count, ordering: .acquiringAndReleasing)
             return matched
         }
         for w in ready { w.fire(session) }
@@ -133,6 +144,7 @@ public final class Emulator: Sendable {
         }
         let waiter = CodeWaiter(phone: phone, callback: callback)
         waiters.withLock { $0[key, default: []].append(waiter) }
+        waiterCount.wrappingAdd(1, ordering: .acquiringAndReleasing)
         // A send may have landed between the check and the registration.
         if let newest = verificationCodes(key, phone: phone).last { dropWaiter(key, waiter); waiter.fire(newest); return }
         guard timeoutSeconds > 0 else { dropWaiter(key, waiter); waiter.fire(nil); return }
@@ -143,7 +155,12 @@ public final class Emulator: Sendable {
     }
 
     private func dropWaiter(_ key: StoreKey, _ w: CodeWaiter) {
-        waiters.withLock { m in m[key]?.removeAll { $0 === w } }
+        let removed = waiters.withLock { m -> Bool in
+            guard let before = m[key]?.count else { return false }
+            m[key]?.removeAll { $0 === w }
+            return m[key]?.count != before
+        }
+        if removed { waiterCount.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
     }
 
     /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`).
@@ -190,14 +207,14 @@ public final class Emulator: Sendable {
             } else {
                 guard let info = sessionInfo, !info.isEmpty else { throw AuthError("MISSING_SESSION_INFO") }
                 guard let code, !code.isEmpty else { throw AuthError("MISSING_CODE") }
-                guard var session = s.sessions[info] else { throw AuthError.invalidSessionInfo }
+                guard let sid = SessionID(info), var session = s.sessions[sid] else { throw AuthError.invalidSessionInfo }
                 if let exp = session.expiresAt, now >= exp {
-                    s.sessions[info] = nil
+                    s.sessions[sid] = nil
                     try persist([.sessionDeleted(key, info)])
                     throw AuthError.sessionExpired
                 }
                 if let left = session.attemptsLeft, left <= 0 {
-                    s.sessions[info] = nil
+                    s.sessions[sid] = nil
                     try persist([.sessionDeleted(key, info)])
                     throw AuthError.tooManyAttempts
                 }
@@ -207,12 +224,12 @@ public final class Emulator: Sendable {
                 guard constantTimeEquals(code, session.code) else {
                     if let left = session.attemptsLeft {
                         session.attemptsLeft = left - 1
-                        s.sessions[info] = session
+                        s.sessions[sid] = session
                         try persist([.sessionSaved(key, session)])
                     }
                     throw AuthError.invalidCode
                 }
-                s.sessions[info] = nil  // single use, consumed before the account checks (as production)
+                s.sessions[sid] = nil  // single use, consumed before the account checks (as production)
                 consumed = info
                 phone = session.phoneNumber
                 viaProof = false
@@ -353,9 +370,8 @@ public final class Emulator: Sendable {
         store(key).state.withLock { s in
             let before = s.sessions.count
             if let phone {
-                let gone = s.sessions.values.filter { $0.phoneNumber == phone }.map(\.sessionInfo)
-                for g in gone { s.sessions[g] = nil }
-                try? persist(gone.map { .sessionDeleted(key, $0) })
+                let gone = s.sessions.remove { $0.phoneNumber == phone }
+                try? persist(gone.map { .sessionDeleted(key, $0.sessionInfo) })
             } else {
                 s.sessions.removeAll()
                 try? persist([.sessionsCleared(key)])

@@ -52,7 +52,7 @@ extension Emulator {
                 if let t = snap.tenant { s.tenant = t }
                 for u in snap.users { s.save(u) }
                 for sess in snap.sessions {
-                    s.sessions[sess.sessionInfo] = sess
+                    s.sessions[sess.id] = sess
                     s.nextSequence = max(s.nextSequence, sess.sequence + 1)
                 }
             }

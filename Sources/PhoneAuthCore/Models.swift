@@ -36,35 +36,46 @@ public struct UserRecord: Sendable, Equatable {
 }
 
 /// A pending verification: what `sendVerificationCode` created and `signInWithPhoneNumber` consumes.
+/// Compact on purpose (about 100 bytes, no heap allocation for typical numbers): a million may be pending.
 public struct VerificationSession: Sendable, Equatable {
     public enum Kind: String, Sendable { case signIn = "SIGN_IN" }
-    public let sessionInfo: String
+    public let id: SessionID
     public let phoneNumber: String
     public let code: String
     public let createdAt: Int64
     /// Nil: never expires.
     public let expiresAt: Int64?
     /// Nil: unlimited wrong attempts.
-    public var attemptsLeft: Int?
+    public var attemptsLeft: Int32?
     public let fictional: Bool
     public let kind: Kind
-    /// The SMS text that would have been sent.
-    public let message: String
+    /// Android SMS Retriever hash the SMS text ends with (`autoRetrievalInfo.appSignatureHash`).
+    public let appSignatureHash: String?
     /// Creation order within the store.
     public let sequence: UInt64
 
-    public init(sessionInfo: String, phoneNumber: String, code: String, createdAt: Int64, expiresAt: Int64?, attemptsLeft: Int?,
-                fictional: Bool, kind: Kind, message: String, sequence: UInt64) {
-        self.sessionInfo = sessionInfo
+    public init(id: SessionID, phoneNumber: String, code: String, createdAt: Int64, expiresAt: Int64?, attemptsLeft: Int?,
+                fictional: Bool, kind: Kind, appSignatureHash: String?, sequence: UInt64) {
+        self.id = id
         self.phoneNumber = phoneNumber
         self.code = code
         self.createdAt = createdAt
         self.expiresAt = expiresAt
-        self.attemptsLeft = attemptsLeft
+        self.attemptsLeft = attemptsLeft.map { Int32(clamping: $0) }
         self.fictional = fictional
         self.kind = kind
-        self.message = message
+        self.appSignatureHash = appSignatureHash
         self.sequence = sequence
+    }
+
+    /// The client-facing `sessionInfo`.
+    public var sessionInfo: String { id.text }
+
+    /// The SMS text that would have been sent.
+    public var message: String {
+        let text = "\(code) is your verification code."
+        guard let hash = appSignatureHash, !hash.isEmpty else { return text }
+        return "<#> \(text)\n\(hash)"
     }
 }
 
@@ -123,7 +134,7 @@ public struct AuthStore: Sendable {
     public var config: ProjectConfig
     public var users: [String: UserRecord] = [:]
     public var phoneIndex: [String: String] = [:]
-    public var sessions: [String: VerificationSession] = [:]
+    public var sessions = SessionTable()
     public var nextSequence: UInt64 = 0
     /// temporaryProof → phone number (link conflicts).
     public var temporaryProofs: [String: String] = [:]
@@ -158,5 +169,11 @@ public struct AuthStore: Sendable {
     /// Pending sessions in creation order, optionally for one number.
     public func pendingSessions(phone: String? = nil) -> [VerificationSession] {
         sessions.values.filter { phone == nil || $0.phoneNumber == phone }.sorted { $0.sequence < $1.sequence }
+    }
+
+    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
+    mutating func sweepExpiredSessions(now: Int64) -> [SessionID] {
+        guard nextSequence & 255 == 0 else { return [] }
+        return sessions.sweepNextShard(now: now)
     }
 }

@@ -10,7 +10,17 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
     /// Normalises user input: strips spaces, hyphens, dots and parentheses, then validates.
     /// Errors are Google's exact strings: `INVALID_PHONE_NUMBER : Invalid format.` / `: TOO_SHORT` / `: TOO_LONG`.
     public init(parsing raw: String?) throws(AuthError) {
-        guard let raw, !raw.isEmpty, raw.utf8.count <= 64 else { throw AuthError.invalidPhoneFormat }
+        guard var raw, !raw.isEmpty, raw.utf8.count <= 64 else { throw AuthError.invalidPhoneFormat }
+        // Fast path: already canonical (`+` and 7–15 digits), which is what SDKs send.
+        let canonical = raw.withUTF8 { b in
+            b.count >= 8 && b.count <= 16 && b[0] == UInt8(ascii: "+") && b.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        }
+        if canonical {
+            guard let cc = CallingCodes.callingCode(prefixOf: raw.utf8.dropFirst()) else { throw AuthError.invalidPhoneFormat }
+            e164 = raw
+            callingCode = cc
+            return
+        }
         var digits: [UInt8] = []
         var sawPlus = false
         for b in raw.utf8 {
@@ -27,11 +37,10 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
             }
         }
         guard sawPlus, !digits.isEmpty else { throw AuthError.invalidPhoneFormat }
-        let text = String(decoding: digits, as: UTF8.self)
-        guard let cc = CallingCodes.callingCode(prefixOf: text) else { throw AuthError.invalidPhoneFormat }
+        guard let cc = CallingCodes.callingCode(prefixOf: digits) else { throw AuthError.invalidPhoneFormat }
         if digits.count < 7 { throw AuthError("INVALID_PHONE_NUMBER", "TOO_SHORT") }
         if digits.count > 15 { throw AuthError("INVALID_PHONE_NUMBER", "TOO_LONG") }
-        e164 = "+" + text
+        e164 = String(decoding: [UInt8(ascii: "+")] + digits, as: UTF8.self)
         callingCode = cc
     }
 
@@ -95,11 +104,19 @@ public enum CallingCodes {
         return m
     }()
 
+    /// Assigned calling codes by integer value (1-, 2- and 3-digit codes occupy disjoint ranges).
+    static let assigned: [Int: String] = Dictionary(uniqueKeysWithValues: regions.keys.map { (Int($0)!, $0) })
+
     /// The assigned calling code that `digits` starts with, if any.
-    public static func callingCode(prefixOf digits: String) -> String? {
-        for n in 1...3 where digits.utf8.count >= n {
-            let p = String(digits.prefix(n))
-            if regions[p] != nil { return p }
+    public static func callingCode(prefixOf digits: String) -> String? { callingCode(prefixOf: digits.utf8) }
+
+    public static func callingCode<C: Collection>(prefixOf digits: C) -> String? where C.Element == UInt8 {
+        var value = 0
+        var width = 0
+        for b in digits.prefix(3) {
+            value = value * 10 + Int(b &- 0x30)
+            width += 1
+            if let code = assigned[value], code.utf8.count == width { return code }
         }
         return nil
     }

@@ -1,3 +1,4 @@
+import CSystem
 import EmulatorSupport
 import Synchronization
 
@@ -6,23 +7,14 @@ public protocol RandomSource: Sendable {
     func bytes(_ count: Int) -> [UInt8]
 }
 
-/// The system CSPRNG via `SystemRandomNumberGenerator` (getrandom on Linux).
+/// The system CSPRNG: glibc's `arc4random_buf` (seeded from getrandom(2); one call per request, no syscall).
 public struct SystemRandom: RandomSource {
     public init() {}
     public func bytes(_ count: Int) -> [UInt8] {
-        var g = SystemRandomNumberGenerator()
-        var out = [UInt8](repeating: 0, count: count)
-        var i = 0
-        while i < count {
-            var v = g.next()
-            withUnsafeBytes(of: &v) { raw in
-                for b in raw where i < count {
-                    out[i] = b
-                    i += 1
-                }
-            }
+        [UInt8](unsafeUninitializedCapacity: count) { buf, n in
+            csys_random_bytes(buf.baseAddress, count)
+            n = count
         }
-        return out
     }
 }
 

@@ -45,21 +45,22 @@ enum Codecs {
     static func encode(_ s: VerificationSession) -> String {
         var o: JSONObject = ["sessionInfo": .string(s.sessionInfo), "phoneNumber": .string(s.phoneNumber), "code": .string(s.code),
                              "createdAt": .int(s.createdAt), "fictional": .bool(s.fictional), "kind": .string(s.kind.rawValue),
-                             "message": .string(s.message), "sequence": .int(s.sequence)]
+                             "sequence": .int(s.sequence)]
         o.set("expiresAt", s.expiresAt.map { .int($0) })
         o.set("attemptsLeft", s.attemptsLeft.map { .int($0) })
+        o.set("appSignatureHash", s.appSignatureHash.map(JSON.string))
         return JSON.object(o).serializedString
     }
 
     static func decodeSession(_ text: String) -> VerificationSession? {
-        guard case .object(let o)? = try? JSONParser.parse(text), let info = o["sessionInfo"]?.stringValue,
+        guard case .object(let o)? = try? JSONParser.parse(text), let id = o["sessionInfo"]?.stringValue.flatMap(SessionID.init),
             let phone = o["phoneNumber"]?.stringValue, let code = o["code"]?.stringValue, let created = o["createdAt"]?.int64Value
         else { return nil }
         return VerificationSession(
-            sessionInfo: info, phoneNumber: phone, code: code, createdAt: created, expiresAt: o["expiresAt"]?.int64Value,
+            id: id, phoneNumber: phone, code: code, createdAt: created, expiresAt: o["expiresAt"]?.int64Value,
             attemptsLeft: o["attemptsLeft"]?.int64Value.map { Int($0) }, fictional: o["fictional"]?.boolValue ?? false,
-            kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn, message: o["message"]?.stringValue ?? "",
-            sequence: UInt64(max(0, o["sequence"]?.int64Value ?? 0)))
+            kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn,
+            appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, o["sequence"]?.int64Value ?? 0)))
     }
 
     static func encode(_ r: RefreshTokenRecord) -> String {

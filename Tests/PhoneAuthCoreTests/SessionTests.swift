@@ -56,7 +56,7 @@ final class SessionTests: XCTestCase {
         let right = code(for: s)
         for left in [2, 1, 0] {
             XCTAssertThrowsError(try signIn(s, "x")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
-            XCTAssertEqual(emulator.verificationCodes(key, phone: nil).first?.attemptsLeft, left)
+            XCTAssertEqual(emulator.verificationCodes(key, phone: nil).first?.attemptsLeft, Int32(left))
         }
         XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .tooManyAttempts) }
         XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
@@ -141,5 +141,35 @@ final class SessionTests: XCTestCase {
         XCTAssertFalse(constantTimeEquals("123456", "1234567"))
         // Digits are uniform enough: every digit shows up in 2,000 draws.
         XCTAssertEqual(Set(SeededRandom(seed: 1).digits(2000)).count, 10)
+    }
+}
+
+final class SessionTableTests: XCTestCase {
+    func session(_ n: UInt8, expires: Int64?) -> VerificationSession {
+        VerificationSession(id: SessionID(bytes: [UInt8](repeating: n, count: 31) + [n &+ 1]), phoneNumber: "+15550000000", code: "123456",
+                            createdAt: 0, expiresAt: expires, attemptsLeft: 5, fictional: false, kind: .signIn, appSignatureHash: nil, sequence: UInt64(n))
+    }
+
+    func testIdsRoundTripThroughText() {
+        let s = session(7, expires: nil)
+        XCTAssertEqual(s.sessionInfo.count, 43)
+        XCTAssertEqual(SessionID(s.sessionInfo), s.id)
+        XCTAssertNil(SessionID("totally-invalid"))
+        XCTAssertNil(SessionID(String(repeating: "A", count: 44)))
+    }
+
+    func testSweepRemovesOnlyExpiredAndCompacts() {
+        var t = SessionTable()
+        for n in 0..<200 { let s = session(UInt8(n), expires: n % 2 == 0 ? 1000 : nil); t[s.id] = s }
+        XCTAssertEqual(t.count, 200)
+        var removed = 0
+        for _ in 0..<64 { removed += t.sweepNextShard(now: 999).count }
+        XCTAssertEqual(removed, 0)
+        for _ in 0..<64 { removed += t.sweepNextShard(now: 1000).count }
+        XCTAssertEqual(removed, 100)
+        XCTAssertEqual(t.count, 100)
+        XCTAssertTrue(t.values.allSatisfy { $0.expiresAt == nil })
+        XCTAssertEqual(t.remove { _ in true }.count, 100)
+        XCTAssertEqual(t.count, 0)
     }
 }

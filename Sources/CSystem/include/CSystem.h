@@ -35,6 +35,9 @@ int csys_wait_termination_signal(void);
 /// Makes stdout line-buffered (Swift 6 cannot touch `stdout` directly).
 void csys_stdout_line_buffered(void);
 
+/// Fills buf with len bytes from the system CSPRNG (arc4random_buf, glibc >= 2.36, seeded from getrandom).
+void csys_random_bytes(void *buf, size_t len);
+
 /// Monotonic time in nanoseconds.
 unsigned long long csys_monotonic_ns(void);
 

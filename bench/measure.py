@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""Measures the emulator against this machine's limits in one run (see bench/run and the README).
+
+Everything runs on loopback with bounded durations. Each figure is printed with its ratio to a limit measured in
+the same invocation: `openssl speed -multi N rsa2048` for anything that signs a token, nginx serving a static JSON of
+the same size as our sendVerificationCode reply for plain HTTP. Results go to bench/results/<time>.json.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BINARY = os.path.join(ROOT, ".build", "release", "phone-auth-emulator")
+CPUS = os.cpu_count() or 1
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def machine_busy_seconds():
+    with open("/proc/stat") as f:
+        parts = [int(x) for x in f.readline().split()[1:]]
+    idle = parts[3] + parts[4]
+    return (sum(parts) - idle) / TICK
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([BINARY, "--port", "0", "--log-level", "error", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        m = re.match(r"listening on http://([\d.]+):(\d+)", line)
+        if not m:
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.port = int(m.group(2))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def http(method, url, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.status, r.read()
+
+
+def wrk(url, script, duration, connections, threads=2, server_pid=None):
+    """Runs wrk; returns rps, p99 (ms), server CPU µs per request, foreign CPU share and the raw output."""
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", os.path.join(HERE, script), url]
+    busy0 = machine_busy_seconds()
+    srv0 = proc_cpu_seconds(server_pid) if server_pid else 0
+    child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
+    wall = time.time() - t0
+    child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    srv1 = proc_cpu_seconds(server_pid) if server_pid else 0
+    busy1 = machine_busy_seconds()
+    wrk_cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    p99 = parse_ms(re.search(r"99%\s+([\d.]+\w+)", out).group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    foreign = max(0.0, (busy1 - busy0) - (srv1 - srv0) - wrk_cpu) / (wall * CPUS)
+    return {
+        "rps": rps, "p99_ms": p99, "requests": total,
+        "server_cpu_us_per_request": ((srv1 - srv0) / total * 1e6) if server_pid and total else None,
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0, "socket_errors": errors.group(1) if errors else "",
+        "foreign_cpu_share": foreign, "raw": out,
+    }
+
+
+def parse_ms(text):
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    v = float(m.group(1))
+    return {"us": v / 1000, "ms": v, "s": v * 1000}[m.group(2)]
+
+
+def openssl_sign_rate(seconds):
+    out = subprocess.run(["openssl", "speed", "-seconds", str(seconds), "-multi", str(CPUS), "rsa2048"],
+                         capture_output=True, text=True, timeout=seconds * 4 + 60).stdout
+    # "rsa 2048 bits 0.000137s 0.000005s   7299.3 196078.4"
+    m = re.search(r"rsa\s+2048 bits\s+[\d.]+s\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)", out)
+    return float(m.group(1))
+
+
+def start_nginx(body_size):
+    d = tempfile.mkdtemp(prefix="bench-nginx-")
+    port = free_port()
+    body = '{"sessionInfo":"' + "A" * max(1, body_size - 17) + '"}'
+    with open(os.path.join(d, "static.json"), "w") as f:
+        f.write(body)
+    conf = f"""
+worker_processes {CPUS};
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path {d}/tmp;
+    proxy_temp_path {d}/tmp;
+    fastcgi_temp_path {d}/tmp;
+    uwsgi_temp_path {d}/tmp;
+    scgi_temp_path {d}/tmp;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /static.json {{ root {d}; default_type application/json; }}
+    }}
+}}
+"""
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(conf)
+    subprocess.run(["nginx", "-c", os.path.join(d, "nginx.conf"), "-p", d], check=True, timeout=20)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/static.json", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.05)
+    with open(os.path.join(d, "nginx.pid")) as f:
+        pid = int(f.read().strip())
+    return d, port, pid
+
+
+def stop_nginx(d, pid):
+    try:
+        os.kill(pid, signal.SIGQUIT)
+    except ProcessLookupError:
+        pass
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.05)
+        except ProcessLookupError:
+            break
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def startup_times(runs, extra):
+    """Process start → first 200 on GET /, and start → first ID token (send + sign-in), medians in ms."""
+    to_200, to_token = [], []
+    for _ in range(runs):
+        port = free_port()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([BINARY, "--port", str(port), "--log-level", "error", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        first = None
+        while time.perf_counter() - t0 < 10:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=1)
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if s.recv(16).startswith(b"HTTP/1.1 200"):
+                    first = time.perf_counter()
+                s.close()
+                if first:
+                    break
+            except OSError:
+                time.sleep(0.0005)
+        base = f"http://127.0.0.1:{port}"
+        _, b = http("POST", base + "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k", {"phoneNumber": "+16505554567"})
+        session = json.loads(b)["sessionInfo"]
+        http("POST", base + "/identitytoolkit.googleapis.com/v1/accounts:signInWithPhoneNumber?key=k", {"sessionInfo": session, "code": "123456"})
+        token = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        to_200.append((first - t0) * 1000)
+        to_token.append((token - t0) * 1000)
+    return statistics.median(to_200), statistics.median(to_token)
+
+
+def keygen_ms(runs=5):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"], capture_output=True, check=True)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def memory_with_sessions(target, duration_cap):
+    srv = Server()
+    try:
+        idle = rss_mb(srv.proc.pid)
+        made = 0
+        t0 = time.time()
+        while made < target and time.time() - t0 < duration_cap:
+            r = wrk(srv.url, "send.lua", 5, 64, server_pid=srv.proc.pid)
+            made += r["requests"] - r["non_2xx"]
+        loaded = rss_mb(srv.proc.pid)
+        # Expire them all (clock), then enough sends for the sweeper to pass every shard once.
+        http("POST", srv.url + "/emulator/v1/clock:advance", {"seconds": 601})
+        wrk(srv.url, "send.lua", 2, 16, server_pid=srv.proc.pid)
+        after_expiry = rss_mb(srv.proc.pid)
+        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        after_clear = rss_mb(srv.proc.pid)
+        return {"idle_mb": idle, "sessions": made, "loaded_mb": loaded, "after_expiry_mb": after_expiry, "after_clear_mb": after_clear}
+    finally:
+        srv.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--sessions", type=int, default=1_000_000, help="pending sessions for the memory figure")
+    ap.add_argument("--starts", type=int, default=20)
+    a = ap.parse_args()
+    d, c = a.duration, a.connections
+    results = {"machine": {"cpus": CPUS, "openssl": subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()},
+               "settings": {"duration_s": d, "connections": c, "wrk_threads": 2}}
+
+    log("limit: openssl speed rsa2048 …")
+    sign_rate = openssl_sign_rate(max(3, d // 2))
+    log("limit: nginx static JSON …")
+    srv = Server()
+    _, body = http("POST", srv.url + "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k", {"phoneNumber": "+16505554567"})
+    reply_size = len(body)
+    srv.stop()
+    nd, nport, npid = start_nginx(reply_size)
+    try:
+        nginx = wrk(f"http://127.0.0.1:{nport}", "static.lua", d, c)
+    finally:
+        stop_nginx(nd, npid)
+
+    log("us: sendVerificationCode, GET /, full flow …")
+    srv = Server()
+    try:
+        send = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        root = wrk(srv.url, "root.lua", d, c, server_pid=srv.proc.pid)
+        flow = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
+    finally:
+        srv.stop()
+    flows = int(re.search(r"FLOWS (\d+)", flow["raw"]).group(1))
+    flow_failures = int(re.search(r"FAILURES (\d+)", flow["raw"]).group(1))
+    flow_rate = flows / d
+
+    log("us: full flow with --data-dir …")
+    tmp = tempfile.mkdtemp(prefix="bench-data-")
+    srv = Server("--data-dir", tmp)
+    try:
+        dflow = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    dflows = int(re.search(r"FLOWS (\d+)", dflow["raw"]).group(1)) / d
+
+    log("start-up …")
+    keydir = tempfile.mkdtemp(prefix="bench-key-")
+    keyfile = os.path.join(keydir, "key.pem")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyfile], capture_output=True, check=True)
+    gen_200, gen_token = startup_times(a.starts, [])
+    key_200, key_token = startup_times(a.starts, ["--signing-key", keyfile])
+    shutil.rmtree(keydir, ignore_errors=True)
+    kg = keygen_ms()
+
+    log(f"memory with {a.sessions} pending sessions …")
+    mem = memory_with_sessions(a.sessions, duration_cap=120)
+
+    rows = [
+        ("RSA-2048 signs/s (openssl speed -multi %d)" % CPUS, sign_rate, "limit", None),
+        ("nginx static JSON req/s", nginx["rps"], "limit", None),
+        ("full flow (send + sign-in) flows/s", flow_rate, "x sign rate", flow_rate / sign_rate),
+        ("  flow p99 ms (target <= 25)", flow["p99_ms"], "", None),
+        ("  flow server CPU us/request", flow["server_cpu_us_per_request"], "", None),
+        ("  flow with --data-dir flows/s", dflows, "x in-memory flow", dflows / flow_rate if flow_rate else None),
+        ("sendVerificationCode req/s", send["rps"], "x nginx", send["rps"] / nginx["rps"]),
+        ("  send p99 ms (target <= 5)", send["p99_ms"], "x nginx p99", send["p99_ms"] / nginx["p99_ms"] if nginx["p99_ms"] else None),
+        ("  send server CPU us/request", send["server_cpu_us_per_request"], "", None),
+        ("GET / req/s", root["rps"], "x nginx", root["rps"] / nginx["rps"]),
+        ("start -> first 200 ms (generated key)", gen_200, "target <= 50", None),
+        ("start -> first 200 ms (--signing-key)", key_200, "target <= 50", None),
+        ("start -> first ID token ms (generated key)", gen_token, "x (keygen + 20 ms)", gen_token / (kg + 20)),
+        ("start -> first ID token ms (--signing-key)", key_token, "target <= 20", None),
+        ("RSA-2048 key generation ms (openssl, median)", kg, "", None),
+        ("RSS idle MB (target <= 20)", mem["idle_mb"], "", None),
+        ("RSS with %d pending sessions MB (target <= 300)" % mem["sessions"], mem["loaded_mb"], "", None),
+        ("RSS after they expire (clock + sweep) MB", mem["after_expiry_mb"], "", None),
+        ("RSS after DELETE verificationCodes MB", mem["after_clear_mb"], "", None),
+    ]
+    foreign = max(r["foreign_cpu_share"] for r in (nginx, send, root, flow, dflow))
+    print()
+    print(f"{'figure':58} {'value':>12}  ratio")
+    for name, value, unit, ratio in rows:
+        v = f"{value:12.1f}" if isinstance(value, (int, float)) and value is not None else f"{'-':>12}"
+        r = f"{ratio:.2f} {unit}" if ratio is not None else unit
+        print(f"{name:58} {v}  {r}")
+    print(f"\nnoise: at most {foreign * 100:.1f}% of the machine's CPU was used by other processes during a wrk run "
+          f"(wrk shares the same {CPUS} cores). flow failures: {flow_failures}; non-2xx: send {send['non_2xx']}, flow {flow['non_2xx']}.")
+
+    for r in (nginx, send, root, flow, dflow):
+        r.pop("raw", None)
+    results.update({
+        "limits": {"rsa2048_signs_per_s": sign_rate, "nginx_static_json": nginx, "reply_bytes": reply_size, "keygen_ms": kg},
+        "send": send, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures},
+        "flow_data_dir": {**dflow, "flows_per_s": dflows},
+        "startup_ms": {"generated_key_first_200": gen_200, "signing_key_first_200": key_200,
+                       "generated_key_first_token": gen_token, "signing_key_first_token": key_token},
+        "memory": mem,
+        "ratios": {name.strip(): ratio for name, _, _, ratio in rows if ratio is not None},
+        "max_foreign_cpu_share": foreign,
+    })
+    out = os.path.join(HERE, "results", time.strftime("%Y%m%dT%H%M%S") + ".json")
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"written {os.path.relpath(out, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

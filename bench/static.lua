@@ -1,0 +1,2 @@
+wrk.method = "GET"
+wrk.path = "/static.json"
