@@ -80,10 +80,10 @@ enum Router {
                 return m == "POST" ? .route(r) : .methodNotAllowed
             }
             if rest == ["robot", "v1", "metadata", "x509", "securetoken@system.gserviceaccount.com"] {
-                return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: PublicKeys.x509)) : .methodNotAllowed
+                return m == "GET" ? .route(Route(access: .open, body: .none, offload: true, handler: PublicKeys.x509)) : .methodNotAllowed
             }
             if rest == ["service_accounts", "v1", "jwk", "securetoken@system.gserviceaccount.com"] {
-                return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: PublicKeys.jwks)) : .methodNotAllowed
+                return m == "GET" ? .route(Route(access: .open, body: .none, offload: true, handler: PublicKeys.jwks)) : .methodNotAllowed
             }
         case "securetoken.google.com":
             if rest.count == 3, !rest[0].isEmpty, rest[1] == ".well-known", rest[2] == "openid-configuration" {
@@ -108,13 +108,13 @@ enum Router {
         case "accounts:signInWithPhoneNumber", "verifyPhoneNumber":
             return Route(access: .client, body: .json, offload: true, handler: SignInWithPhoneNumber.handle)
         case "accounts:lookup", "getAccountInfo":
-            return Route(access: .client, body: .json, offload: false, handler: Lookup.handle)
+            return Route(access: .client, body: .json, offload: true, handler: Lookup.handle)
         case "accounts:signUp", "signupNewUser":
             return Route(access: .client, body: .json, offload: true, handler: SignUp.handle)
         case "accounts:update", "setAccountInfo":
             return Route(access: .client, body: .json, offload: true, handler: UpdateAccount.handle)
         case "accounts:delete", "deleteAccount":
-            return Route(access: .client, body: .json, offload: false, handler: DeleteAccount.handle)
+            return Route(access: .client, body: .json, offload: true, handler: DeleteAccount.handle)
         case "accounts:verifyClient", "verifyClient":
             return Route(access: .client, body: .json, offload: false, handler: VerifyClient.handle)
         default:
@@ -197,9 +197,9 @@ enum Router {
     static func adminOperation(_ op: String) -> (Route, String)? {
         switch op {
         case "accounts": return (Route(access: .adminPath, body: .json, offload: false, handler: SignUp.handle), "POST")
-        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: false, handler: Lookup.handle), "POST")
-        case "accounts:update": return (Route(access: .adminPath, body: .json, offload: false, handler: UpdateAccount.handle), "POST")
-        case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: false, handler: DeleteAccount.handle), "POST")
+        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: true, handler: Lookup.handle), "POST")
+        case "accounts:update": return (Route(access: .adminPath, body: .json, offload: true, handler: UpdateAccount.handle), "POST")
+        case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: true, handler: DeleteAccount.handle), "POST")
         case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete), "POST")
         case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet), "GET")
         case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query), "POST")

@@ -24,9 +24,9 @@ enum SignInWithPhoneNumber {
             o["phoneNumber"] = .string(phone)
             o["temporaryProof"] = .string(proof)
             o["temporaryProofExpiresIn"] = "3600"
-        case .signedIn(let user, let isNewUser):
-            let authTime = app.emulator.clock.nowSeconds()
-            let (idToken, refreshToken) = try app.issueTokens(for: user, key: key, signInProvider: "phone", authTime: authTime)
+        case .signedIn(let user, let isNewUser, let refreshToken, let authTime):
+            let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: "phone", issuedAt: app.emulator.clock.nowSeconds())
+            let idToken = try app.tokens.sign(claims)
             if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#VerifyPhoneNumberResponse" }
             o["idToken"] = .string(idToken)
             o["refreshToken"] = .string(refreshToken)

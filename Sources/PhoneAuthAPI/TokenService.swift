@@ -1,3 +1,4 @@
+import Dispatch
 import EmulatorSupport
 import JWT
 import PhoneAuthCore
@@ -16,6 +17,8 @@ public final class TokenService: Sendable {
     public static let tokenLifetimeSeconds: Int64 = 3600
     public let mode: TokenSigningMode
     private let keys: Mutex<[SigningKey]>
+    /// Entered while a key is being generated in the background; anything that needs a key waits on it.
+    private let pending = DispatchGroup()
 
     public init(mode: TokenSigningMode, initialKey: SigningKey?) {
         self.mode = mode
@@ -28,9 +31,33 @@ public final class TokenService: Sendable {
         keys = Mutex(published)
     }
 
+    /// Generates the first key on its own thread, so the server listens at once (key generation takes 0.1–0.3 s).
+    /// Signing, verification and the key documents wait until it is ready; `store` runs before it is used.
+    public func generateInitialKey(createdAt: Int64, store: (@Sendable (SigningKey) throws -> Void)?, onError: @escaping @Sendable (Error) -> Void) {
+        pending.enter()
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            defer { pending.leave() }
+            do {
+                let key = try SigningKey(key: RSAKey.generate(bits: 2048), createdAt: createdAt)
+                try store?(key)
+                keys.withLock { $0.insert(key, at: 0) }
+            } catch {
+                onError(error)
+            }
+        }
+    }
+
+    /// Blocks until a background key generation (if any) has finished. Never called on an event loop: the routes
+    /// that need keys run on the signing pool.
+    public func waitForKeys() { pending.wait() }
+
     /// Published keys, current first.
-    public var publishedKeys: [SigningKey] { keys.withLock { $0 } }
-    public var currentKey: SigningKey? { keys.withLock { $0.first } }
+    public var publishedKeys: [SigningKey] {
+        if let k = keys.withLock({ $0.isEmpty ? nil : $0 }) { return k }
+        waitForKeys()
+        return keys.withLock { $0 }
+    }
+    public var currentKey: SigningKey? { publishedKeys.first }
 
     /// Makes `key` current; the previous keys stay published (at most `keep` in all).
     public func rotate(to key: SigningKey, keep: Int = 3) {

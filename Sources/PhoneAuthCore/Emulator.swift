@@ -21,7 +21,8 @@ public final class StoreBox: Sendable {
 
 /// The outcome of `signInWithPhoneNumber`.
 public enum PhoneSignInOutcome: Sendable, Equatable {
-    case signedIn(user: UserRecord, isNewUser: Bool)
+    /// Signed in; `refreshToken` was stored in the same durable transaction as the user.
+    case signedIn(user: UserRecord, isNewUser: Bool, refreshToken: String, authTime: Int64)
     /// The number belongs to another user: production answers 200 with a temporary proof.
     case conflict(phoneNumber: String, temporaryProof: String)
 }
@@ -103,8 +104,8 @@ public final class Emulator: Sendable {
                 try Self.checkSendPolicy(&s, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
             }
             let code = preset ?? random.digits(settings.codeLength)
-            var id = SessionID(bytes: random.bytes(32))
-            while s.sessions[id] != nil { id = SessionID(bytes: random.bytes(32)) }
+            var id = SessionID(bytes: random.bytes(SessionID.byteCount))
+            while s.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
             let session = VerificationSession(
                 id: id, phoneNumber: phone.e164, code: code, createdAt: now,
                 expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
@@ -191,10 +192,16 @@ public final class Emulator: Sendable {
         return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
             try Self.checkTenantEnabled(s)
             var consumed: String? = nil
+            var refresh: (String, RefreshTokenRecord)? = nil
             func done(_ user: UserRecord?) throws(AuthError) {
                 var changes: [StateChange] = consumed.map { [.sessionDeleted(key, $0)] } ?? []
-                if let user { changes.append(.userSaved(key, user)) }
+                if let user {
+                    changes.append(.userSaved(key, user))
+                    refresh = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
+                    changes.append(.refreshTokenSaved(refresh!.0, refresh!.1))
+                }
                 try persist(changes)
+                if let refresh { refreshTokens.withLock { $0[refresh.0] = refresh.1 } }
             }
             let phone: String
             let viaProof: Bool
@@ -250,14 +257,14 @@ public final class Emulator: Sendable {
                 user.lastLoginAt = now
                 s.save(user)
                 try done(user)
-                return .signedIn(user: user, isNewUser: false)
+                return .signedIn(user: user, isNewUser: false, refreshToken: refresh!.0, authTime: now / 1000)
             }
             if var user = owner {
                 guard !user.disabled else { try done(nil); throw AuthError.userDisabled }
                 user.lastLoginAt = now
                 s.save(user)
                 try done(user)
-                return .signedIn(user: user, isNewUser: false)
+                return .signedIn(user: user, isNewUser: false, refreshToken: refresh!.0, authTime: now / 1000)
             }
             if operation == "REAUTH" { try done(nil); throw AuthError.userNotFound }
             var user = UserRecord(localId: newUserID(in: s), createdAt: now)
@@ -267,7 +274,7 @@ public final class Emulator: Sendable {
             user.tenantId = key.tenantId
             s.save(user)
             try done(user)
-            return .signedIn(user: user, isNewUser: true)
+            return .signedIn(user: user, isNewUser: true, refreshToken: refresh!.0, authTime: now / 1000)
         }
     }
 
@@ -293,12 +300,16 @@ public final class Emulator: Sendable {
 
     /// Stores and returns a new opaque refresh token.
     public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) throws(AuthError) -> String {
-        let token = "AMf-" + random.token(byteCount: 48)
-        let rec = RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
-                                     signInProvider: signInProvider, issuedAt: clock.nowSeconds())
+        let (token, rec) = newRefreshToken(key, localId: localId, authTime: authTime, signInProvider: signInProvider)
         try persist([.refreshTokenSaved(token, rec)])
         refreshTokens.withLock { $0[token] = rec }
         return token
+    }
+
+    func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) -> (String, RefreshTokenRecord) {
+        ("AMf-" + random.token(byteCount: 48),
+         RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
+                            signInProvider: signInProvider, issuedAt: clock.nowSeconds()))
     }
 
     func restoreRefreshTokens(_ tokens: [(String, RefreshTokenRecord)]) {

@@ -1,58 +1,93 @@
 import EmulatorSupport
 
-/// A verification session id: 256 random bits, shown to clients as 43 base64url characters. Fixed size, so a
-/// million pending sessions cost no heap allocation for their keys.
+/// A verification session id: 128 random bits from the system CSPRNG, shown to clients as 22 base64url
+/// characters. Fixed size, so a million pending sessions cost no heap allocation for their keys.
 public struct SessionID: Hashable, Sendable {
-    let a: UInt64, b: UInt64, c: UInt64, d: UInt64
+    public static let byteCount = 16
+    let hi: UInt64, lo: UInt64
 
     public init(bytes: [UInt8]) {
-        precondition(bytes.count == 32)
-        func word(_ i: Int) -> UInt64 {
-            var w: UInt64 = 0
-            for k in 0..<8 { w = w << 8 | UInt64(bytes[i * 8 + k]) }
-            return w
-        }
-        a = word(0); b = word(1); c = word(2); d = word(3)
+        precondition(bytes.count == Self.byteCount)
+        var h: UInt64 = 0, l: UInt64 = 0
+        for k in 0..<8 { h = h << 8 | UInt64(bytes[k]); l = l << 8 | UInt64(bytes[8 + k]) }
+        hi = h
+        lo = l
     }
 
     /// Parses a client's `sessionInfo`; nil for anything that is not one of ours.
     public init?(_ text: String) {
-        guard text.utf8.count == 43, let bytes = Base64URL.decode(text), bytes.count == 32 else { return nil }
+        guard text.utf8.count == 22, let bytes = Base64URL.decode(text), bytes.count == Self.byteCount else { return nil }
         self.init(bytes: bytes)
     }
 
     public var bytes: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 32) { buf, n in
-            var i = 0
-            func put(_ w: UInt64) { for k in 0..<8 { buf[i] = UInt8(truncatingIfNeeded: w >> UInt64(56 - 8 * k)); i += 1 } }
-            put(a); put(b); put(c); put(d)
-            n = 32
+        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buf, n in
+            for k in 0..<8 {
+                buf[k] = UInt8(truncatingIfNeeded: hi >> UInt64(56 - 8 * k))
+                buf[8 + k] = UInt8(truncatingIfNeeded: lo >> UInt64(56 - 8 * k))
+            }
+            n = Self.byteCount
         }
     }
 
     public var text: String { Base64URL.encode(bytes) }
 
-    var shard: Int { Int(truncatingIfNeeded: a & 63) }
+    var shard: Int { Int(truncatingIfNeeded: hi & 63) }
+}
+
+/// What the table stores per session: the session without its id (the id is the key), 80 bytes.
+struct SessionRecord: Sendable {
+    let phoneNumber: String
+    let code: String
+    let appSignatureHash: String?
+    let createdAt: Int64
+    /// 0: never.
+    let expiresAt: Int64
+    let sequence: UInt64
+    /// -1: unlimited.
+    var attemptsLeft: Int32
+    let fictional: Bool
+    let kind: VerificationSession.Kind
+
+    init(_ s: VerificationSession) {
+        phoneNumber = s.phoneNumber
+        code = s.code
+        appSignatureHash = s.appSignatureHash
+        createdAt = s.createdAt
+        expiresAt = s.expiresAt ?? 0
+        sequence = s.sequence
+        attemptsLeft = s.attemptsLeft ?? -1
+        fictional = s.fictional
+        kind = s.kind
+    }
+
+    func session(_ id: SessionID) -> VerificationSession {
+        VerificationSession(id: id, phoneNumber: phoneNumber, code: code, createdAt: createdAt, expiresAt: expiresAt == 0 ? nil : expiresAt,
+                            attemptsLeft: attemptsLeft < 0 ? nil : Int(attemptsLeft), fictional: fictional, kind: kind,
+                            appSignatureHash: appSignatureHash, sequence: sequence)
+    }
 }
 
 /// Pending sessions in 64 shards: growing or compacting one shard never copies more than 1/64 of the table while
 /// the store lock is held, and expired sessions are swept one shard at a time.
 public struct SessionTable: Sendable {
     static let shardCount = 64
-    private var shards: [[SessionID: VerificationSession]] = Array(repeating: [:], count: shardCount)
+    private var shards: [[SessionID: SessionRecord]] = Array(repeating: [:], count: shardCount)
     private var cursor = 0
     public private(set) var count = 0
 
     public init() {}
 
     public subscript(id: SessionID) -> VerificationSession? {
-        get { shards[id.shard][id] }
+        get { shards[id.shard][id]?.session(id) }
         set {
             let had = shards[id.shard][id] != nil
-            shards[id.shard][id] = newValue
+            shards[id.shard][id] = newValue.map(SessionRecord.init)
             count += (newValue != nil ? 1 : 0) - (had ? 1 : 0)
         }
     }
+
+    public func contains(_ id: SessionID) -> Bool { shards[id.shard][id] != nil }
 
     /// By the client's text form (nil for malformed ids).
     public subscript(text: String) -> VerificationSession? {
@@ -60,7 +95,7 @@ public struct SessionTable: Sendable {
         set { if let id = SessionID(text) { self[id] = newValue } }
     }
 
-    public var values: [VerificationSession] { shards.flatMap(\.values) }
+    public var values: [VerificationSession] { shards.flatMap { $0.map { $0.value.session($0.key) } } }
 
     public mutating func removeAll() {
         shards = Array(repeating: [:], count: Self.shardCount)
@@ -70,7 +105,7 @@ public struct SessionTable: Sendable {
     public mutating func remove(where shouldRemove: (VerificationSession) -> Bool) -> [VerificationSession] {
         var removed: [VerificationSession] = []
         for i in shards.indices {
-            let gone = shards[i].values.filter(shouldRemove)
+            let gone = shards[i].map { $0.value.session($0.key) }.filter(shouldRemove)
             guard !gone.isEmpty else { continue }
             for g in gone { shards[i][g.id] = nil }
             removed += gone
@@ -85,7 +120,7 @@ public struct SessionTable: Sendable {
     public mutating func sweepNextShard(now: Int64) -> [SessionID] {
         let i = cursor
         cursor = (cursor + 1) % Self.shardCount
-        let expired = shards[i].values.filter { ($0.expiresAt ?? .max) <= now }.map(\.id)
+        let expired = shards[i].filter { $0.value.expiresAt != 0 && $0.value.expiresAt <= now }.map(\.key)
         for id in expired { shards[i][id] = nil }
         count -= expired.count
         if shards[i].capacity > 64 && shards[i].count * 4 < shards[i].capacity {

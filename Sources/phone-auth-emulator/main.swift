@@ -14,9 +14,11 @@ _ = csys_block_termination_signals()
 csys_ignore_sigpipe()
 csys_stdout_line_buffered()
 
+/// Prints the problem and leaves at once: `_exit`, because a background key generation may be inside OpenSSL, whose
+/// atexit cleanup must not run under it.
 func fail(_ message: String, code: Int32 = 2) -> Never {
     StandardErrorSink().write("phone-auth-emulator: \(message)")
-    exit(code)
+    _exit(code)
 }
 
 func printLine(_ s: String) {
@@ -71,7 +73,6 @@ if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
                 if !signingKeys.contains(where: { $0.kid == k.kid }) { signingKeys.append(k) }
             }
         }
-        if signingKeys.isEmpty { signingKeys = [try SigningKey(key: try RSAKey.generate(bits: 2048), createdAt: clock.nowSeconds())] }
         if let dataDir, let current = signingKeys.first {
             try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis())
         }
@@ -94,7 +95,10 @@ if let dataDir {
     }
 }
 let tokens = TokenService(mode: settings.tokenSigning, keys: signingKeys)
-let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: cpus) : nil
+// Thread layout: event loops and signing threads (tunable for benchmarking; defaults measured in bench/).
+let loopCount = Files.environment("PHONE_AUTH_EMULATOR_EVENT_LOOPS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? min(cpus, 4)
+let signerCount = Files.environment("PHONE_AUTH_EMULATOR_SIGNING_THREADS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? cpus
+let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: signerCount) : nil
 let durableKeys: DataDirectory? = dataDir
 var saveKey: (@Sendable (SigningKey) throws -> Void)? = nil
 if let dir = durableKeys {
@@ -104,6 +108,14 @@ if let dir = durableKeys {
 }
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
                        saveSigningKey: saveKey)
+if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
+    // No key yet: generate it in the background while the server starts listening.
+    let log = logger
+    tokens.generateInitialKey(createdAt: clock.nowSeconds(), store: saveKey) { error in
+        log.error("cannot generate a signing key: \(error)")
+        _exit(1)
+    }
+}
 if let dir = settings.importDir {
     do {
         let (users, problems) = try ExportImport.importDirectory(app, projectId: settings.projectId, from: dir)
@@ -116,7 +128,7 @@ if let dir = settings.importDir {
 var policy = ConnectionPolicy()
 policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
 let server = HTTPServer(
-    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: min(cpus, 4), policy: policy),
+    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy),
     responder: app, logger: logger)
 
 let port: Int
@@ -131,7 +143,8 @@ printLine("listening on http://\(shownHost):\(port)")
 let fictional = settings.projects[settings.projectId]?.testPhoneNumbers.count ?? 0
 logger.info("phone-auth-emulator \(PhoneAuthApp.version) ready", [
     ("project", settings.projectId), ("config", settings.configSource), ("tokenSigning", settings.tokenSigning.rawValue),
-    ("kid", signingKeys.first?.kid ?? "-"), ("fictionalNumbers", String(fictional)), ("dataDir", settings.dataDir ?? "-"),
+    ("kid", signingKeys.first?.kid ?? (settings.tokenSigning == .rs256 ? "(generating)" : "-")), ("fictionalNumbers", String(fictional)),
+    ("dataDir", settings.dataDir ?? "-"),
 ])
 if settings.host != "127.0.0.1" && settings.host != "localhost" && settings.host != "::1" {
     logger.warning("listening beyond loopback on \(settings.host): anyone who can reach this port can sign in and administer users")
@@ -152,5 +165,6 @@ if let dir = settings.exportOnExit {
     }
 }
 dataDir?.close()
+tokens.waitForKeys()
 logger.info("stopped")
 exit(exitCode)

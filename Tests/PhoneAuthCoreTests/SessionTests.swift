@@ -29,13 +29,13 @@ final class SessionTests: XCTestCase {
         XCTAssertEqual(code(for: s), "123456")
         XCTAssertTrue(emulator.verificationCodes(key, phone: "+16505554567")[0].fictional)
         XCTAssertThrowsError(try signIn(s, "654321")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
-        guard case .signedIn(let user, let isNew) = try signIn(s, "123456") else { return XCTFail() }
+        guard case .signedIn(let user, let isNew, _, _) = try signIn(s, "123456") else { return XCTFail() }
         XCTAssertTrue(isNew)
         XCTAssertEqual(user.phoneNumber, "+16505554567")
         XCTAssertEqual(user.createdAt, 1_800_000_000_000)
         XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
-        guard case .signedIn(let again, let isNew2) = try signIn(s2, "123456") else { return XCTFail() }
+        guard case .signedIn(let again, let isNew2, _, _) = try signIn(s2, "123456") else { return XCTFail() }
         XCTAssertFalse(isNew2)
         XCTAssertEqual(again.localId, user.localId)
     }
@@ -92,7 +92,7 @@ final class SessionTests: XCTestCase {
 
     func testDisabledUserCannotSignIn() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
-        guard case .signedIn(var user, _) = try signIn(s, "123456") else { return XCTFail() }
+        guard case .signedIn(var user, _, _, _) = try signIn(s, "123456") else { return XCTFail() }
         user.disabled = true
         try emulator.store(key).withLock { $0.save(user) }
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
@@ -101,7 +101,7 @@ final class SessionTests: XCTestCase {
 
     func testRefreshTokensFollowRevocationAndDeletion() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
-        guard case .signedIn(var user, _) = try signIn(s, "123456") else { return XCTFail() }
+        guard case .signedIn(var user, _, _, _) = try signIn(s, "123456") else { return XCTFail() }
         let token = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertEqual(try emulator.redeemRefreshToken(token).0.localId, user.localId)
         clock.advance(millis: 5000)
@@ -146,16 +146,16 @@ final class SessionTests: XCTestCase {
 
 final class SessionTableTests: XCTestCase {
     func session(_ n: UInt8, expires: Int64?) -> VerificationSession {
-        VerificationSession(id: SessionID(bytes: [UInt8](repeating: n, count: 31) + [n &+ 1]), phoneNumber: "+15550000000", code: "123456",
+        VerificationSession(id: SessionID(bytes: [UInt8](repeating: n, count: 15) + [n &+ 1]), phoneNumber: "+15550000000", code: "123456",
                             createdAt: 0, expiresAt: expires, attemptsLeft: 5, fictional: false, kind: .signIn, appSignatureHash: nil, sequence: UInt64(n))
     }
 
     func testIdsRoundTripThroughText() {
         let s = session(7, expires: nil)
-        XCTAssertEqual(s.sessionInfo.count, 43)
+        XCTAssertEqual(s.sessionInfo.count, 22)
         XCTAssertEqual(SessionID(s.sessionInfo), s.id)
         XCTAssertNil(SessionID("totally-invalid"))
-        XCTAssertNil(SessionID(String(repeating: "A", count: 44)))
+        XCTAssertNil(SessionID(String(repeating: "A", count: 23)))
     }
 
     func testSweepRemovesOnlyExpiredAndCompacts() {

@@ -34,7 +34,7 @@ final class DataDirectoryTests: XCTestCase {
             let d = try DataDirectory(path: dir)
             let e = emulator(d)
             let s = try e.sendVerificationCode(key, phoneNumber: "+16505554567")
-            guard case .signedIn(let user, _) = try e.signInWithPhoneNumber(key, sessionInfo: s, code: "123456", temporaryProof: nil,
+            guard case .signedIn(let user, _, _, _) = try e.signInWithPhoneNumber(key, sessionInfo: s, code: "123456", temporaryProof: nil,
                                                                              phoneNumber: nil, tokenUser: nil, operation: nil) else { return XCTFail() }
             uid = user.localId
             var c = UserChanges()
