@@ -268,14 +268,67 @@ def memory_with_sessions(target, duration_cap):
         srv.stop()
 
 
+def scaling(d):
+    """How cost grows with connections, pending sessions and users (bench/run --scaling)."""
+    rows = []
+    srv = Server()
+    try:
+        for c in (16, 64, 256, 1024):
+            r = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+            rows.append((f"send, {c} connections", r["rps"], r["p99_ms"], r["server_cpu_us_per_request"]))
+            http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        for c in (16, 64, 256):
+            r = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
+            flows = int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
+            rows.append((f"flow, {c} connections (flows/s)", flows, r["p99_ms"], r["server_cpu_us_per_request"]))
+    finally:
+        srv.stop()
+    srv = Server()
+    try:
+        made = 0
+        while made < 1_000_000:
+            r = wrk(srv.url, "send.lua", 5, 64, server_pid=srv.proc.pid)
+            made += r["requests"]
+        r = wrk(srv.url, "send.lua", d, 64, server_pid=srv.proc.pid)
+        rows.append((f"send with {made // 1000}k sessions pending", r["rps"], r["p99_ms"], r["server_cpu_us_per_request"]))
+    finally:
+        srv.stop()
+    srv = Server()
+    try:
+        for start in range(0, 100_000, 1000):
+            users = [{"localId": f"u{i:07d}", "phoneNumber": f"+1555{i:07d}"} for i in range(start, start + 1000)]
+            req = urllib.request.Request(srv.url + "/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:batchCreate",
+                                         data=json.dumps({"users": users}).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer owner"})
+            urllib.request.urlopen(req, timeout=60).read()
+        r = wrk(srv.url, "flow.lua", d, 64, server_pid=srv.proc.pid)
+        flows = int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
+        rows.append(("flow with 100k users stored (flows/s)", flows, r["p99_ms"], r["server_cpu_us_per_request"]))
+        rows.append(("RSS with 100k users MB", rss_mb(srv.proc.pid), None, None))
+    finally:
+        srv.stop()
+    print(f"\n{'scaling point':45} {'rate':>10} {'p99 ms':>8} {'CPU us/req':>10}")
+    for name, rate, p99, cpu in rows:
+        print(f"{name:45} {rate:10.1f} {(f'{p99:8.2f}' if p99 is not None else '       -')} {(f'{cpu:10.1f}' if cpu is not None else '         -')}")
+    return [{"point": n, "rate": r, "p99_ms": p, "cpu_us_per_request": c} for n, r, p, c in rows]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--sessions", type=int, default=1_000_000, help="pending sessions for the memory figure")
     ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users)")
     a = ap.parse_args()
     d, c = a.duration, a.connections
+    if a.scaling:
+        points = scaling(d)
+        out = os.path.join(HERE, "results", "scaling-" + time.strftime("%Y%m%dT%H%M%S") + ".json")
+        with open(out, "w") as f:
+            json.dump({"machine": {"cpus": CPUS}, "points": points}, f, indent=2)
+        print(f"written {os.path.relpath(out, ROOT)}")
+        return
     results = {"machine": {"cpus": CPUS, "openssl": subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()},
                "settings": {"duration_s": d, "connections": c, "wrk_threads": 2}}
 
