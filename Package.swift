@@ -30,6 +30,8 @@ let package = Package(
         // The `phone-auth` command line: our own small argument parser and an HTTP client.
         .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
         .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),
+        // libFuzzer target (scripts/fuzz builds it with -sanitize=fuzzer); a plain build is a replay driver.
+        .executableTarget(name: "fuzz-requests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "EmulatorSupport", "CSystem"]),
         .testTarget(name: "EmulatorSupportTests", dependencies: ["EmulatorSupport"]),
         .testTarget(name: "JWTTests", dependencies: ["JWT", "EmulatorSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CSystem"]),

@@ -43,12 +43,13 @@ enum AdminConfig {
             } else {
                 updated.phoneEnabled = false
             }
-            updated.testPhoneNumbers = try phone["testPhoneNumbers"].map { v throws(ConfigError) in
-                try ProjectConfig.parseTestNumbers(v, path: "signIn.phoneNumber.testPhoneNumbers")
-            } ?? [:]
-            updated.smsRegion = try doc["smsRegionConfig"].map { v throws(ConfigError) in
-                try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig")
-            } ?? .allowByDefault(disallowed: [])
+            // Plain `if let`: Optional.map with a typed-throws closure leaked its result (LeakSanitizer, fuzzing).
+            updated.testPhoneNumbers = [:]
+            if let v = phone["testPhoneNumbers"] {
+                updated.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "signIn.phoneNumber.testPhoneNumbers")
+            }
+            updated.smsRegion = .allowByDefault(disallowed: [])
+            if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
         } catch let e as ConfigError {
             throw AuthError.invalidArgument("Invalid config: \(e.description)")
         }

@@ -20,7 +20,8 @@ enum EmulatorAPI {
 
     /// Pending codes, official shape plus our fields; `?phoneNumber=` filters (any spelling of the number).
     static func listCodes(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let phone = try call.queryValue("phoneNumber").map { raw throws(AuthError) in try PhoneNumber(parsing: raw).e164 }
+        var phone: String? = nil
+        if let raw = call.queryValue("phoneNumber") { phone = try PhoneNumber(parsing: raw).e164 }
         let sessions = app.emulator.verificationCodes(key(call), phone: phone)
         return Reply(["verificationCodes": .array(sessions.map(render))])
     }
@@ -60,7 +61,8 @@ enum EmulatorAPI {
     }
 
     static func clearCodes(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let phone = try call.queryValue("phoneNumber").map { raw throws(AuthError) in try PhoneNumber(parsing: raw).e164 }
+        var phone: String? = nil
+        if let raw = call.queryValue("phoneNumber") { phone = try PhoneNumber(parsing: raw).e164 }
         let n = app.emulator.clearVerificationCodes(key(call), phone: phone)
         return Reply(["deleted": .int(n)])
     }

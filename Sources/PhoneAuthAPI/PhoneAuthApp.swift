@@ -66,9 +66,10 @@ public final class PhoneAuthApp: HTTPResponder {
         // Credentials.
         var privileged = false
         if let auth = request.headers["authorization"], auth.utf8.count >= 7,
-            HTTPHeaders.equalsIgnoringASCIICase(String(auth.utf8.prefix(7))!, "bearer ")
+            HTTPHeaders.equalsIgnoringASCIICase(String(decoding: auth.utf8.prefix(7), as: UTF8.self), "bearer ")
         {
-            let token = String(auth.utf8.dropFirst(7))![...].trimmingSpaces()
+            // Header values may hold repaired invalid UTF-8: slice bytes and decode leniently, never force-unwrap.
+            let token = String(decoding: auth.utf8.dropFirst(7), as: UTF8.self)[...].trimmingSpaces()
             if HTTPHeaders.equalsIgnoringASCIICase(token, "owner") || token.hasPrefix("ya29.") {
                 privileged = true
             } else if route.access != .open {

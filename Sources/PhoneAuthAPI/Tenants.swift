@@ -53,9 +53,8 @@ enum Tenants {
         t.extra = extra
         var config = app.emulator.config(key)
         do {
-            config.testPhoneNumbers = try doc["testPhoneNumbers"].map { v throws(ConfigError) in
-                try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers")
-            } ?? [:]
+            config.testPhoneNumbers = [:]
+            if let v = doc["testPhoneNumbers"] { config.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }

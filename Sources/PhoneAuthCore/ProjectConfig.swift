@@ -201,24 +201,25 @@ public struct ProjectConfig: Sendable, Equatable {
         }
         let p = join(path, k)
         let io = try object(inner, p)
-        func regions(_ key: String) throws(ConfigError) -> [String] {
-            for (k2, _) in io where k2 != key { throw ConfigError(path: join(p, k2), message: "unknown key") }
-            guard let list = io[key] else { return [] }
-            guard case .array(let items) = list else { throw ConfigError(path: join(p, key), message: "must be an array of region codes") }
-            var out: [String] = []
-            for item in items {
-                guard let s = item.stringValue, s.utf8.count == 2, s.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) else {
-                    throw ConfigError(path: join(p, key), message: "regions must be two-letter uppercase codes such as \"US\"")
-                }
-                out.append(s)
-            }
-            return out
-        }
         switch k {
-        case "allowByDefault": return .allowByDefault(disallowed: try regions("disallowedRegions"))
-        case "allowlistOnly": return .allowlistOnly(allowed: try regions("allowedRegions"))
+        case "allowByDefault": return .allowByDefault(disallowed: try regionList(io, "disallowedRegions", path: p))
+        case "allowlistOnly": return .allowlistOnly(allowed: try regionList(io, "allowedRegions", path: p))
         default: throw ConfigError(path: p, message: "unknown key")
         }
+    }
+
+    /// Validates every entry before building the list (LeakSanitizer caught a typed-throw path leaking a partly
+    /// built array from a nested function here).
+    static func regionList(_ io: JSONObject, _ key: String, path p: String) throws(ConfigError) -> [String] {
+        for (k2, _) in io where k2 != key { throw ConfigError(path: join(p, k2), message: "unknown key") }
+        guard let list = io[key] else { return [] }
+        guard case .array(let items) = list else { throw ConfigError(path: join(p, key), message: "must be an array of region codes") }
+        let valid = items.allSatisfy { item in
+            guard let s = item.stringValue else { return false }
+            return s.utf8.count == 2 && s.utf8.allSatisfy { $0 >= 0x41 && $0 <= 0x5A }
+        }
+        guard valid else { throw ConfigError(path: join(p, key), message: "regions must be two-letter uppercase codes such as \"US\"") }
+        return items.compactMap(\.stringValue)
     }
 
     static func parseLimit(_ v: JSON, base: RateLimit, path: String) throws(ConfigError) -> RateLimit {

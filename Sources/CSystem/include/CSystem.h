@@ -44,4 +44,7 @@ unsigned long long csys_monotonic_ns(void);
 /// Creates a detached-able pthread running fn(arg); returns 0 on success.
 int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t stack_size);
 
+/// libFuzzer's driver (linked only by scripts/fuzz, from libclang_rt.fuzzer_no_main).
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
+
 #endif
