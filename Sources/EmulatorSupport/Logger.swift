@@ -59,7 +59,7 @@ public struct StandardErrorSink: LogSink {
 }
 
 public final class MemoryLogSink: LogSink {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     public init() {}
     public func write(_ line: String) { lines.withLock { $0.append(line) } }
     public var all: [String] { lines.withLock { $0 } }

@@ -73,7 +73,7 @@ final class EventLoop: @unchecked Sendable {
     private var listening = false
     private var listenerPausedUntil: UInt64 = 0
     private var stoppingSince: UInt64? = nil
-    private let completions = Mutex<[(UInt64, HTTPResponse)]>([])
+    private let completions = Locked<[(UInt64, HTTPResponse)]>([])
     private let stopRequested = Atomic<Bool>(false)
     private let connectionCount = Atomic<Int>(0)
     private var readBuffer = [UInt8](repeating: 0, count: 65536)

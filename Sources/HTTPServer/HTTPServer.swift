@@ -30,7 +30,7 @@ public final class HTTPServer: Sendable {
     public let configuration: Configuration
     private let responder: any HTTPResponder
     private let logger: Logger
-    private let running = Mutex<Running?>(nil)
+    private let running = Locked<Running?>(nil)
     private let boundPort = Atomic<Int>(0)
 
     public init(configuration: Configuration, responder: any HTTPResponder, logger: Logger) {

@@ -1,4 +1,5 @@
 import Dispatch
+import EmulatorSupport
 import Synchronization
 
 /// A fixed pool of threads for CPU-heavy work (RSA signing) so event loops never stall.
@@ -9,9 +10,9 @@ public final class WorkerPool: Sendable {
         var stopping = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Locked(Queue())
     private let available = DispatchSemaphore(value: 0)
-    private let threads: Mutex<[NativeThread]> = Mutex([])
+    private let threads: Locked<[NativeThread]> = Locked([])
     public let size: Int
 
     public init(threads count: Int) {

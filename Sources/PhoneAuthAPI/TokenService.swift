@@ -16,19 +16,19 @@ public enum TokenSigningMode: String, Sendable {
 public final class TokenService: Sendable {
     public static let tokenLifetimeSeconds: Int64 = 3600
     public let mode: TokenSigningMode
-    private let keys: Mutex<[SigningKey]>
+    private let keys: Locked<[SigningKey]>
     /// Entered while a key is being generated in the background; anything that needs a key waits on it.
     private let pending = DispatchGroup()
 
     public init(mode: TokenSigningMode, initialKey: SigningKey?) {
         self.mode = mode
-        keys = Mutex(initialKey.map { [$0] } ?? [])
+        keys = Locked(initialKey.map { [$0] } ?? [])
     }
 
     /// Several published keys, the first one current (restored from a data directory).
     public init(mode: TokenSigningMode, keys published: [SigningKey]) {
         self.mode = mode
-        keys = Mutex(published)
+        keys = Locked(published)
     }
 
     /// Generates the first key on its own thread, so the server listens at once (key generation takes 0.1–0.3 s).

@@ -5,10 +5,10 @@ import Synchronization
 /// One project's or tenant's state behind its own lock (no global lock on the hot path).
 public final class StoreBox: Sendable {
     public let key: StoreKey
-    let state: Mutex<AuthStore>
+    let state: Locked<AuthStore>
     init(key: StoreKey, config: ProjectConfig) {
         self.key = key
-        state = Mutex(AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings()))
+        state = Locked(AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings()))
     }
 
     /// Runs `body` with exclusive access to the store. Never call out to slow work (signing) inside.
@@ -36,9 +36,9 @@ public final class Emulator: Sendable {
     /// Durable storage (`--data-dir`); nil: in memory only.
     public let journal: (any StateJournal)?
     private let initialConfigs: [String: ProjectConfig]
-    private let stores = Mutex<[StoreKey: StoreBox]>([:])
-    private let refreshTokens = Mutex<[String: RefreshTokenRecord]>([:])
-    private let waiters = Mutex<[StoreKey: [CodeWaiter]]>([:])
+    private let stores = Locked<[StoreKey: StoreBox]>([:])
+    private let refreshTokens = Locked<[String: RefreshTokenRecord]>([:])
+    private let waiters = Locked<[StoreKey: [CodeWaiter]]>([:])
     private let waiterCount = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
     private let defaultStore: StoreBox

@@ -20,8 +20,8 @@ public struct SystemRandom: RandomSource {
 
 /// A deterministic generator for tests (SplitMix64). Never used by the server.
 public final class SeededRandom: RandomSource {
-    private let state: Mutex<UInt64>
-    public init(seed: UInt64) { state = Mutex(seed) }
+    private let state: Locked<UInt64>
+    public init(seed: UInt64) { state = Locked(seed) }
     public func bytes(_ count: Int) -> [UInt8] {
         state.withLock { s in
             var out: [UInt8] = []

@@ -17,7 +17,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
 
     public let path: String
     private let lockFD: Int32
-    private let connection: Mutex<SQLiteConnection?>
+    private let connection: Locked<SQLiteConnection?>
 
     public struct OpenError: Error, CustomStringConvertible, Sendable {
         public let description: String
@@ -66,7 +66,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             Glibc.close(fd)
             throw OpenError(description: "cannot open the database in \(path): \(error)")
         }
-        connection = Mutex(conn)
+        connection = Locked(conn)
     }
 
     deinit { close() }
@@ -106,7 +106,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         var committing = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Locked(Queue())
 
     /// Group commit: concurrent callers' changes share one transaction. The first caller commits everything queued
     /// (its own included), wakes the others with the outcome, and hands leadership to a queued caller if more arrived.
