@@ -56,6 +56,25 @@ public enum Files {
         if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw IOError(path: path, errnoCode: e) }
     }
 
+    /// Creates `path` with `mode` (failing if it exists), writes `bytes` and fsyncs: for secrets such as keys.
+    public static func createExclusively(_ path: String, _ bytes: [UInt8], mode: mode_t) throws(IOError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw IOError(path: path, errnoCode: errno) }
+        defer { close(fd) }
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                let e = errno
+                unlink(path)
+                throw IOError(path: path, errnoCode: e)
+            }
+            off += n
+        }
+        guard fsync(fd) == 0 else { let e = errno; unlink(path); throw IOError(path: path, errnoCode: e) }
+    }
+
     public static func environment(_ name: String) -> String? {
         guard let v = getenv(name) else { return nil }
         return String(cString: v)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import Synchronization
 
 /// Log levels, trace through critical, as swift-log.
@@ -42,19 +43,91 @@ public protocol LogSink: Sendable {
     func write(_ line: String)
 }
 
+/// Writes whole lines to stderr synchronously (start-up messages, the CLI).
 public struct StandardErrorSink: LogSink {
     public init() {}
-    public func write(_ line: String) {
+    public func write(_ line: String) { StandardErrorSink.writeLine(line, fd: 2) }
+
+    static func writeLine(_ line: String, fd: Int32) {
         var bytes = Array(line.utf8)
         bytes.append(0x0A)
         bytes.withUnsafeBytes { buf in
             var off = 0
             while off < buf.count {
-                let n = Glibc.write(2, buf.baseAddress! + off, buf.count - off)
+                let n = Glibc.write(fd, buf.baseAddress! + off, buf.count - off)
                 if n <= 0 { if errno == EINTR { continue } else { return } }
                 off += n
             }
         }
+    }
+}
+
+/// Hands lines to a writer thread through a bounded queue, so a slow or stuck stderr (a full pipe nobody reads)
+/// never blocks an event loop. When the queue is full, lines are dropped and counted; the count is reported when
+/// writing resumes.
+public final class AsyncStandardErrorSink: LogSink, @unchecked Sendable {
+    private struct State {
+        var lines: [String] = []
+        var dropped = 0
+        var closed = false
+    }
+    private let state = Locked(State())
+    private let ready = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let capacity: Int
+
+    public init(capacity: Int = 10_000) {
+        self.capacity = capacity
+        let t = Thread { [self] in self.run() }
+        t.start()
+    }
+
+    public func write(_ line: String) {
+        let accepted = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            if s.lines.count >= capacity { s.dropped += 1; return false }
+            s.lines.append(line)
+            return true
+        }
+        if accepted { ready.signal() }
+    }
+
+    /// Writes what is queued and stops the writer thread (at shutdown).
+    public func flush() {
+        state.withLock { $0.closed = true }
+        ready.signal()
+        done.wait()
+    }
+
+    private func run() {
+        while true {
+            ready.wait()
+            let (batch, dropped, closed) = state.withLock { s -> ([String], Int, Bool) in
+                let b = s.lines, d = s.dropped
+                s.lines = []
+                s.dropped = 0
+                return (b, d, s.closed)
+            }
+            if dropped > 0 { StandardErrorSink.writeLine("(\(dropped) log lines dropped: stderr was not being read)", fd: 2) }
+            for line in batch { StandardErrorSink.writeLine(line, fd: 2) }
+            if closed { done.signal(); return }
+        }
+    }
+}
+
+/// A minimal thread for the log writer (EmulatorSupport has no thread helper of its own otherwise).
+private final class Thread: @unchecked Sendable {
+    private let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+    func start() {
+        var t = pthread_t()
+        let box = Unmanaged.passRetained(self).toOpaque()
+        _ = pthread_create(&t, nil, { arg in
+            let me = Unmanaged<Thread>.fromOpaque(arg!).takeRetainedValue()
+            me.body()
+            return nil
+        }, box)
+        pthread_detach(t)
     }
 }
 

@@ -17,15 +17,18 @@ public final class PhoneAuthApp: HTTPResponder {
     let apiKeyProjects: [String: String]
     /// Stores a new signing key durably (with `--data-dir`) before it is used.
     let saveSigningKey: (@Sendable (SigningKey) throws -> Void)?
+    /// `--admin-token`: when set, admin calls need `Bearer <token>`; `owner` and `ya29.` are refused.
+    let adminToken: String?
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
-                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil) {
+                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil) {
         self.emulator = emulator
         self.tokens = tokens
         self.signingPool = signingPool
         self.apiKeyProjects = apiKeyProjects
         self.logger = logger
         self.saveSigningKey = saveSigningKey
+        self.adminToken = adminToken
     }
 
     public func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
@@ -70,7 +73,9 @@ public final class PhoneAuthApp: HTTPResponder {
         {
             // Header values may hold repaired invalid UTF-8: slice bytes and decode leniently, never force-unwrap.
             let token = String(decoding: auth.utf8.dropFirst(7), as: UTF8.self)[...].trimmingSpaces()
-            if HTTPHeaders.equalsIgnoringASCIICase(token, "owner") || token.hasPrefix("ya29.") {
+            let isAdmin = adminToken.map { constantTimeEquals(token, $0) }
+                ?? (HTTPHeaders.equalsIgnoringASCIICase(token, "owner") || token.hasPrefix("ya29."))
+            if isAdmin {
                 privileged = true
             } else if route.access != .open {
                 throw AuthError.invalidCredential

@@ -26,6 +26,8 @@ public struct ServerSettings: Sendable {
     public var importDir: String?
     /// `--export-on-exit DIR`: write a firebase-tools export on SIGINT/SIGTERM.
     public var exportOnExit: String?
+    /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
+    public var adminToken: String?
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -53,7 +55,10 @@ public struct ServerSettings: Sendable {
                                     (PHONE_AUTH_EMULATOR_TEST_PHONES, comma-separated)
           --token-signing MODE      rs256 (real signatures, default) or none (unsigned, like the official emulator)
                                     (PHONE_AUTH_EMULATOR_TOKEN_SIGNING)
-          --signing-key FILE        PEM RSA private key to sign with (PHONE_AUTH_EMULATOR_SIGNING_KEY)
+          --signing-key FILE        PEM RSA private key to sign with; created (mode 0600) if it does not exist
+                                    (PHONE_AUTH_EMULATOR_SIGNING_KEY)
+          --admin-token TOKEN       admin calls need "Authorization: Bearer TOKEN" instead of "Bearer owner"
+                                    (PHONE_AUTH_EMULATOR_ADMIN_TOKEN); for emulators reachable beyond loopback
           --data-dir DIR            durable state (users, config, sessions, refresh tokens, keys) in SQLite
                                     (PHONE_AUTH_EMULATOR_DATA_DIR); without it everything stays in memory
           --durability MODE         normal (survives kill -9, default) or full (also power loss)
@@ -78,7 +83,7 @@ public struct ServerSettings: Sendable {
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -141,6 +146,7 @@ public struct ServerSettings: Sendable {
                 s.tokenSigning = m
             case "logLevel": guard let l = v.stringValue.flatMap(LogLevel.init(name:)) else { throw SettingsError("\(where_): \"logLevel\" must be one of trace, debug, info, notice, warning, error") }; s.logLevel = l
             case "logFormat": guard let f = v.stringValue.flatMap(LogFormat.init(rawValue:)) else { throw SettingsError("\(where_): \"logFormat\" must be \"text\" or \"json\"") }; s.logFormat = f
+            case "adminToken": guard let t = v.stringValue, t.utf8.count >= 8 else { throw SettingsError("\(where_): \"adminToken\" must be a string of at least 8 characters") }; s.adminToken = t
             case "signingKey": guard let p = v.stringValue, !p.isEmpty else { throw SettingsError("\(where_): \"signingKey\" must be a file path") }; s.signingKeyPath = p
             case "apiKeys":
                 guard case .object(let m) = v else { throw SettingsError("\(where_): \"apiKeys\" must be an object mapping API keys to project ids") }
@@ -191,6 +197,10 @@ public struct ServerSettings: Sendable {
         if let t = pick("request-timeout", "PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT") {
             guard let v = Double(t), v >= 0.5, v <= 3600 else { throw SettingsError("invalid --request-timeout '\(t)': expected seconds from 0.5 to 3600") }
             s.requestTimeoutSeconds = v
+        }
+        if let t = pick("admin-token", "PHONE_AUTH_EMULATOR_ADMIN_TOKEN") {
+            guard t.utf8.count >= 8, !t.contains(" ") else { throw SettingsError("invalid --admin-token: use at least 8 characters and no spaces") }
+            s.adminToken = t
         }
         if let d = pick("data-dir", "PHONE_AUTH_EMULATOR_DATA_DIR") { s.dataDir = d }
         if let d = pick("durability", "PHONE_AUTH_EMULATOR_DURABILITY") {

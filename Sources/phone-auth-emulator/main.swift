@@ -17,9 +17,11 @@ csys_stdout_line_buffered()
 /// Prints the problem and leaves at once: `_exit`, because a background key generation may be inside OpenSSL, whose
 /// atexit cleanup must not run under it.
 func fail(_ message: String, code: Int32 = 2) -> Never {
+    logSinkForFailures?.flush()
     StandardErrorSink().write("phone-auth-emulator: \(message)")
     _exit(code)
 }
+nonisolated(unsafe) var logSinkForFailures: AsyncStandardErrorSink? = nil
 
 func printLine(_ s: String) {
     var bytes = Array((s + "\n").utf8)
@@ -47,7 +49,9 @@ case .run(let s):
     settings = s
 }
 
-let logger = Logger(label: "phone-auth-emulator", level: settings.logLevel, format: settings.logFormat)
+let logSink = AsyncStandardErrorSink()
+logSinkForFailures = logSink
+let logger = Logger(label: "phone-auth-emulator", level: settings.logLevel, format: settings.logFormat, sink: logSink)
 let clock = EmulatorClock()
 
 // Durable state, if asked for: opened (and locked) before anything else touches it.
@@ -61,6 +65,14 @@ var signingKeys: [SigningKey] = []
 if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
     do {
         if let path = settings.signingKeyPath {
+            if !Files.exists(path) {
+                // Create it, readable by this user only, so later runs (and other tools) share one stable key.
+                let key = try RSAKey.generate(bits: 2048)
+                do { try Files.createExclusively(path, Array(try key.privateKeyPEM().utf8), mode: 0o600) } catch {
+                    fail("cannot create signing key \(path): \(error)")
+                }
+                logger.info("created a new signing key", [("path", path)])
+            }
             let pem: [UInt8]
             do { pem = try Files.read(path) } catch { fail("cannot read signing key \(path): \(error)") }
             do { signingKeys = [try SigningKey(key: try RSAKey.privateKey(pem: pem), createdAt: clock.nowSeconds())] } catch {
@@ -107,7 +119,7 @@ if let dir = durableKeys {
     }
 }
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
-                       saveSigningKey: saveKey)
+                       saveSigningKey: saveKey, adminToken: settings.adminToken)
 if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
     // No key yet: generate it in the background while the server starts listening.
     let log = logger
@@ -167,4 +179,5 @@ if let dir = settings.exportOnExit {
 dataDir?.close()
 tokens.waitForKeys()
 logger.info("stopped")
+logSink.flush()
 exit(exitCode)

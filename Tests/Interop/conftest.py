@@ -3,6 +3,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -29,6 +30,10 @@ class Emulator:
             err = self.proc.stderr.read()
             raise RuntimeError(f"emulator did not start: {line!r} {err!r}")
         self.url = m.group(1)
+        # Drain stderr continuously: an unread pipe would eventually fill up.
+        self._log = []
+        self._drain = threading.Thread(target=lambda: self._log.extend(iter(self.proc.stderr.readline, "")), daemon=True)
+        self._drain.start()
         self.host_port = self.url.split("//", 1)[1]
         self.port = int(self.host_port.rsplit(":", 1)[1])
         self.session = requests.Session()
@@ -56,6 +61,10 @@ class Emulator:
         r = self.session.get(f"{self.url}/emulator/v1/projects/{project}/verificationCodes", params={"phoneNumber": phone})
         return r.json()["verificationCodes"][-1]["code"]
 
+    def log(self):
+        """Everything the server wrote to stderr so far (complete after stop())."""
+        return "".join(self._log)
+
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -65,6 +74,7 @@ class Emulator:
                 self.proc.kill()
                 self.proc.wait()
         self.session.close()
+        self._drain.join(5)
         return self.proc.returncode
 
 
