@@ -40,20 +40,23 @@ public enum Files {
         let tmp = path + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw IOError(path: tmp, errnoCode: errno) }
+        if let e = writeAllAndSync(fd, bytes) { close(fd); unlink(tmp); throw IOError(path: tmp, errnoCode: e) }
+        close(fd)
+        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw IOError(path: path, errnoCode: e) }
+    }
+
+    /// Writes every byte (retrying EINTR and short writes) and fsyncs; the errno of a failure, or nil.
+    private static func writeAllAndSync(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
         var off = 0
         while off < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
             if n < 0 {
                 if errno == EINTR { continue }
-                let e = errno
-                close(fd); unlink(tmp)
-                throw IOError(path: tmp, errnoCode: e)
+                return errno
             }
             off += n
         }
-        if fsync(fd) != 0 { let e = errno; close(fd); unlink(tmp); throw IOError(path: tmp, errnoCode: e) }
-        close(fd)
-        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw IOError(path: path, errnoCode: e) }
+        return fsync(fd) == 0 ? nil : errno
     }
 
     /// Creates `path` with `mode` (failing if it exists), writes `bytes` and fsyncs: for secrets such as keys.
@@ -61,18 +64,7 @@ public enum Files {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw IOError(path: path, errnoCode: errno) }
         defer { close(fd) }
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                let e = errno
-                unlink(path)
-                throw IOError(path: path, errnoCode: e)
-            }
-            off += n
-        }
-        guard fsync(fd) == 0 else { let e = errno; unlink(path); throw IOError(path: path, errnoCode: e) }
+        if let e = writeAllAndSync(fd, bytes) { unlink(path); throw IOError(path: path, errnoCode: e) }
     }
 
     public static func environment(_ name: String) -> String? {

@@ -107,23 +107,25 @@ enum SignUp {
     }
 }
 
+extension Call {
+    /// The account a call acts on: the user of its `idToken`, or (admin only) its `localId`. Without either, an
+    /// unprivileged call gets `unprivilegedError`.
+    func targetAccount(_ app: PhoneAuthApp, unprivilegedError: AuthError) throws -> (key: StoreKey, localId: String, identity: TokenIdentity?) {
+        let key = try storeKey()
+        if let idToken = try string("idToken"), !idToken.isEmpty {
+            let (id, _) = try app.verifiedUser(idToken, call: self, tenant: key.tenantId)
+            return (StoreKey(projectId: projectId, tenantId: id.tenantId), id.localId, id)
+        }
+        guard privileged else { throw unprivilegedError }
+        guard let id = try string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
+        return (key, id, nil)
+    }
+}
+
 /// `accounts:update` (legacy `setAccountInfo`) and admin `…/accounts:update`.
 enum UpdateAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        var key = try call.storeKey()
-        let localId: String
-        var identity: TokenIdentity? = nil
-        if let idToken = try call.string("idToken"), !idToken.isEmpty {
-            let (id, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
-            identity = id
-            key = StoreKey(projectId: call.projectId, tenantId: id.tenantId)
-            localId = id.localId
-        } else if call.privileged {
-            guard let id = try call.string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
-            localId = id
-        } else {
-            throw AuthError("INVALID_REQ_TYPE", "Unsupported request parameters.")
-        }
+        let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError("INVALID_REQ_TYPE", "Unsupported request parameters."))
         let changes = try call.userChanges(privileged: call.privileged)
         let deleteProviders = try call.strings("deleteProvider")
         let user = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders)
@@ -149,18 +151,7 @@ enum UpdateAccount {
 /// `accounts:delete` (legacy `deleteAccount`) and admin `…/accounts:delete`.
 enum DeleteAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        var key = try call.storeKey()
-        let localId: String
-        if let idToken = try call.string("idToken"), !idToken.isEmpty {
-            let (id, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
-            key = StoreKey(projectId: call.projectId, tenantId: id.tenantId)
-            localId = id.localId
-        } else if call.privileged {
-            guard let id = try call.string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
-            localId = id
-        } else {
-            throw AuthError("MISSING_ID_TOKEN")
-        }
+        let (key, localId, _) = try call.targetAccount(app, unprivilegedError: AuthError("MISSING_ID_TOKEN"))
         try app.emulator.deleteUser(key, localId: localId)
         return Reply(["kind": "identitytoolkit#DeleteAccountResponse"])
     }
