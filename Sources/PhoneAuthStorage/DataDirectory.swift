@@ -18,6 +18,9 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
     public let path: String
     private let lockFD: Int32
     private let connection: Locked<SQLiteConnection?>
+    /// Background checkpoints: a second connection and a timer, so commits never copy the WAL into the database.
+    private let checkpointQueue = DispatchQueue(label: "phone-auth.checkpoint")
+    private let checkpointer: Locked<(SQLiteConnection, any DispatchSourceTimer)?> = Locked(nil)
 
     public struct OpenError: Error, CustomStringConvertible, Sendable {
         public let description: String
@@ -46,6 +49,8 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             chmod(path + "/emulator.sqlite3", 0o600)
             try conn.exec("PRAGMA journal_mode=WAL")
             try conn.exec("PRAGMA synchronous=\(durability == .full ? "FULL" : "NORMAL")")
+            // No checkpoint on the request path: a background timer runs passive checkpoints (below).
+            try conn.exec("PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-32768; PRAGMA journal_size_limit=67108864")
             try conn.exec("""
                 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS users (project TEXT NOT NULL, tenant TEXT NOT NULL, local_id TEXT NOT NULL, doc TEXT NOT NULL,
@@ -67,12 +72,26 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             throw OpenError(description: "cannot open the database in \(path): \(error)")
         }
         connection = Locked(conn)
+        if let cp = try? SQLiteConnection(path: path + "/emulator.sqlite3") {
+            let timer = DispatchSource.makeTimerSource(queue: checkpointQueue)
+            timer.schedule(deadline: .now() + 0.2, repeating: 0.2)
+            timer.setEventHandler { [weak self] in
+                self?.checkpointer.withLock { c in _ = try? c?.0.exec("PRAGMA wal_checkpoint(PASSIVE)") }
+            }
+            checkpointer.withLock { $0 = (cp, timer) }
+            timer.resume()
+        }
     }
 
     deinit { close() }
 
     /// Checkpoints the WAL, closes the database and releases the lock.
     public func close() {
+        if let timer = checkpointer.withLock({ $0?.1 }) {
+            timer.cancel()
+            checkpointQueue.sync {}
+        }
+        checkpointer.withLock { $0 = nil }
         connection.withLock { c in
             if let conn = c { try? conn.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
             c = nil
