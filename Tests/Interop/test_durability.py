@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 
 import requests
 
@@ -47,10 +48,12 @@ def test_kill_9_during_a_stream_of_sign_ins_loses_nothing_acknowledged(tmp_path)
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
-    while True:
+    deadline = time.time() + 60
+    while time.time() < deadline:
         with lock:
             if len(acknowledged) >= 60:
                 break
+        time.sleep(0.01)
     emu.proc.send_signal(signal.SIGKILL)
     emu.proc.wait()
     stop.set()
