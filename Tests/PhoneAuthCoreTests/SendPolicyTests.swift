@@ -10,10 +10,7 @@ final class SendPolicyTests: XCTestCase {
 
     override func setUp() {
         clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
-        var config = ProjectConfig()
-        config.testPhoneNumbers = ["+16505554567": "123456"]
-        emulator = Emulator(defaultProjectId: "p", projectConfigs: ["p": config], clock: clock, random: SeededRandom(seed: 3),
-                            logger: Logger(label: "t", level: .critical))
+        emulator = makeTestEmulator(clock: clock, seed: 3)
     }
 
     func patch(_ json: JSON) throws { _ = try emulator.patchConfig(key, json) }

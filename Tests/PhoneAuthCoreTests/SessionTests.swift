@@ -10,12 +10,10 @@ final class SessionTests: XCTestCase {
 
     override func setUp() {
         clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
-        var config = ProjectConfig()
-        config.testPhoneNumbers = ["+16505554567": "123456"]
-        config.phoneAuth.maxCodeAttempts = 3
-        config.phoneAuth.sessionTtlSeconds = 600
-        emulator = Emulator(defaultProjectId: "p", projectConfigs: ["p": config], clock: clock, random: SeededRandom(seed: 7),
-                            logger: Logger(label: "t", level: .critical))
+        emulator = makeTestEmulator(clock: clock, seed: 7) { config in
+            config.phoneAuth.maxCodeAttempts = 3
+            config.phoneAuth.sessionTtlSeconds = 600
+        }
     }
 
     func signIn(_ session: String, _ code: String, operation: String? = nil) throws -> PhoneSignInOutcome {
