@@ -182,8 +182,10 @@ if let dir = settings.exportOnExit {
         exitCode = 1
     }
 }
-dataDir?.close()
+// A key still being generated is stored in the data directory: wait for it before closing the database (a stop
+// right after start otherwise failed with "the database is closed" and exit code 1).
 tokens.waitForKeys()
+dataDir?.close()
 logger.info("stopped")
 logSink.flush()
 exit(exitCode)
