@@ -11,12 +11,17 @@ public enum Files {
             self.path = path
             self.errnoCode = errnoCode
         }
-        public var description: String { "\(path): \(String(cString: strerror(errnoCode)))" }
+        /// The path with control characters escaped (it may come from a client), then the system's reason.
+        public var description: String { "\(Files.printable(path)): \(String(cString: strerror(errnoCode)))" }
     }
 
-    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    /// A path Swift would silently cut at its first NUL when handing it to the C library: refused everywhere here.
+    public static func hasNUL(_ path: String) -> Bool { path.utf8.contains(0) }
+
+    public static func exists(_ path: String) -> Bool { !hasNUL(path) && access(path, F_OK) == 0 }
 
     public static func read(_ path: String, limit: Int = 64 << 20) throws(IOError) -> [UInt8] {
+        guard !hasNUL(path) else { throw IOError(path: path, errnoCode: EINVAL) }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw IOError(path: path, errnoCode: errno) }
         defer { close(fd) }
@@ -35,14 +40,76 @@ public enum Files {
         return out
     }
 
-    /// Writes atomically: a temporary file in the same directory, fsync, rename.
+    /// Writes atomically: a temporary file in the same directory, fsync, rename (see `writeAtomically(in:)`).
     public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(IOError) {
-        let tmp = path + ".tmp-\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard !hasNUL(path) else { throw IOError(path: path, errnoCode: EINVAL) }
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
+        let dirPath = slash.map { $0 == path.utf8.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
+        let dir = try openDirectory(dirPath)
+        defer { close(dir) }
+        try writeAtomically(in: dir, name: name, bytes, mode: mode)
+    }
+
+    /// Writes `name` inside the open directory `dirFD` atomically: a temporary file with a random name created with
+    /// `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted file or symlink is never opened, let alone followed), fsync, then
+    /// `renameat` over `name` (which replaces a symlink there rather than writing through it).
+    public static func writeAtomically(in dirFD: Int32, name: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(IOError) {
+        guard isPlainName(name) else { throw IOError(path: name, errnoCode: EINVAL) }
+        var tmp = ""
+        var fd: Int32 = -1
+        for _ in 0..<16 {
+            tmp = ".\(name).tmp-\(randomSuffix())"
+            fd = openat(dirFD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            if fd >= 0 || errno != EEXIST { break }
+        }
         guard fd >= 0 else { throw IOError(path: tmp, errnoCode: errno) }
-        if let e = writeAllAndSync(fd, bytes) { close(fd); unlink(tmp); throw IOError(path: tmp, errnoCode: e) }
+        if let e = writeAllAndSync(fd, bytes) { close(fd); unlinkat(dirFD, tmp, 0); throw IOError(path: tmp, errnoCode: e) }
         close(fd)
-        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw IOError(path: path, errnoCode: e) }
+        if renameat(dirFD, tmp, dirFD, name) != 0 { let e = errno; unlinkat(dirFD, tmp, 0); throw IOError(path: name, errnoCode: e) }
+        _ = fsync(dirFD)
+    }
+
+    /// Opens a directory for `openat`-relative work (following symlinks: for paths the operator chose).
+    public static func openDirectory(_ path: String) throws(IOError) -> Int32 {
+        guard !hasNUL(path) else { throw IOError(path: path, errnoCode: EINVAL) }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw IOError(path: path, errnoCode: errno) }
+        return fd
+    }
+
+    /// Opens the subdirectory `name` of `dirFD`, creating it (mode 0755) if missing, never following a symlink:
+    /// a symlink there fails with `ELOOP`/`ENOTDIR`. `name` must be one plain component (no `/`, not `.`/`..`).
+    public static func openSubdirectory(_ dirFD: Int32, _ name: String, create: Bool = true) throws(IOError) -> Int32 {
+        guard isPlainName(name) else { throw IOError(path: name, errnoCode: EINVAL) }
+        var fd = openat(dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0 && errno == ENOENT && create {
+            if mkdirat(dirFD, name, 0o755) != 0 && errno != EEXIST { throw IOError(path: name, errnoCode: errno) }
+            fd = openat(dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
+        guard fd >= 0 else { throw IOError(path: name, errnoCode: errno) }
+        return fd
+    }
+
+    /// One path component that names an entry of its directory: not empty, not `.` or `..`, no `/` and no NUL.
+    public static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) && !hasNUL(name)
+    }
+
+    /// 16 hex digits from the system CSPRNG (time and pid if that is unavailable; `O_EXCL` keeps it safe anyway).
+    public static func randomSuffix() -> String {
+        var bytes = [UInt8](repeating: 0, count: 8)
+        let ok = bytes.withUnsafeMutableBytes { getentropy($0.baseAddress, $0.count) } == 0
+        var v: UInt64 = 0
+        if ok {
+            for b in bytes { v = v << 8 | UInt64(b) }
+        } else {
+            var ts = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            v = UInt64(truncatingIfNeeded: ts.tv_nsec) ^ UInt64(truncatingIfNeeded: ts.tv_sec) << 30 ^ UInt64(getpid()) << 48
+        }
+        let hex = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Writes every byte (retrying EINTR and short writes) and fsyncs; the errno of a failure, or nil.
@@ -61,7 +128,8 @@ public enum Files {
 
     /// Creates `path` with `mode` (failing if it exists), writes `bytes` and fsyncs: for secrets such as keys.
     public static func createExclusively(_ path: String, _ bytes: [UInt8], mode: mode_t) throws(IOError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard !hasNUL(path) else { throw IOError(path: path, errnoCode: EINVAL) }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw IOError(path: path, errnoCode: errno) }
         defer { close(fd) }
         if let e = writeAllAndSync(fd, bytes) { unlink(path); throw IOError(path: path, errnoCode: e) }
@@ -71,4 +139,9 @@ public enum Files {
         guard let v = getenv(name) else { return nil }
         return String(cString: v)
     }
+}
+
+extension Files {
+    /// `s` with control characters (C0, DEL, C1, U+2028/2029) shown as escapes, for messages and logs.
+    public static func printable(_ s: String) -> String { LogEscaping.escape(s) }
 }

@@ -159,10 +159,12 @@ public struct Logger: Sendable {
         let ts = Timestamp.rfc3339(millis: Timestamp.systemMillis())
         let msg = message()
         let meta = metadata()
+        // Messages and values may carry client text: no control character reaches the sink raw, so a value can
+        // never end a line, forge another one or send terminal escapes.
         switch format {
         case .text:
-            var line = "\(ts) \(l.name) \(label): \(msg)"
-            for (k, v) in meta { line += " \(k)=\(v)" }
+            var line = "\(ts) \(l.name) \(label): \(LogEscaping.escape(msg))"
+            for (k, v) in meta { line += " \(LogEscaping.escape(k))=\(LogEscaping.escape(v))" }
             sink.write(line)
         case .json:
             var o = JSONObject()
@@ -171,7 +173,7 @@ public struct Logger: Sendable {
             o["logger"] = .string(label)
             o["message"] = .string(msg)
             for (k, v) in meta { o[k] = .string(v) }
-            sink.write(JSON.object(o).serializedString)
+            sink.write(LogEscaping.escapeJSONLine(JSON.object(o).serializedString))
         }
     }
 
@@ -181,4 +183,45 @@ public struct Logger: Sendable {
     public func notice(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, String)] = []) { log(.notice, m(), md()) }
     public func warning(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, String)] = []) { log(.warning, m(), md()) }
     public func error(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, String)] = []) { log(.error, m(), md()) }
+}
+
+/// Escaping for log lines. Control characters are C0 (U+0000–U+001F: NUL, CR, LF, ESC…), DEL, C1
+/// (U+0080–U+009F, e.g. the 8-bit CSI) and the Unicode line/paragraph separators U+2028/U+2029.
+public enum LogEscaping {
+    @inline(__always)
+    static func isControl(_ v: UInt32) -> Bool { v < 0x20 || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029 }
+
+    /// Text-format escaping: LF, CR and tab as `\n`, `\r`, `\t`, every other control character as `\u{HEX}`.
+    /// Text without control characters is returned unchanged.
+    public static func escape(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: { isControl($0.value) }) else { return s }
+        var out = ""
+        out.reserveCapacity(s.utf8.count + 8)
+        for u in s.unicodeScalars {
+            guard isControl(u.value) else { out.unicodeScalars.append(u); continue }
+            switch u.value {
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            default: out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+            }
+        }
+        return out
+    }
+
+    /// A serialized JSON line with DEL, C1 and U+2028/2029 also written as `\uXXXX` (the JSON writer already
+    /// escapes C0). Such characters only occur inside JSON strings, where `\uXXXX` means the same text.
+    public static func escapeJSONLine(_ line: String) -> String {
+        guard line.unicodeScalars.contains(where: { isControl($0.value) }) else { return line }
+        var out = ""
+        for u in line.unicodeScalars {
+            if isControl(u.value) {
+                let hex = String(u.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
 }

@@ -5,7 +5,7 @@ import PhoneAuthCore
 /// `accounts:batchCreate` (what `import_users` and firebase-tools import send).
 enum BatchAccounts {
     static func batchGet(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let tenant = call.pathTenant ?? call.queryValue("tenantId").flatMap { $0.isEmpty ? nil : $0 }
+        let tenant = try call.queryTenant()
         let key = StoreKey(projectId: call.projectId, tenantId: tenant)
         var limit = 20
         if let m = call.queryValue("maxResults") {

@@ -14,6 +14,8 @@ struct Call: Sendable {
     /// `/tenants/{t}/` from the path, if any.
     let pathTenant: String?
     let pathParams: [String: String]
+    /// Admits the tenants this call names (validity, caps, `tenants.createOnFirstUse`).
+    let emulator: Emulator
     /// Answers a deferred call later (see `Reply.deferred`), from any thread.
     let complete: @Sendable (Reply) -> Void
 
@@ -69,10 +71,23 @@ struct Call: Sendable {
     }
 
     /// The tenant of this call: the path's, else the body's `tenantId`; both given and different → `TENANT_ID_MISMATCH`.
+    /// The one way handlers learn a tenant: the id is validated (`INVALID_TENANT_ID`) and admitted, so a valid
+    /// unknown tenant is created on first use within the per-project cap, or `TENANT_NOT_FOUND` when the project's
+    /// `tenants.createOnFirstUse` is off.
     func tenant() throws(AuthError) -> String? {
-        let bodyTenant = try string("tenantId").flatMap { $0.isEmpty ? nil : $0 }
+        let bodyTenant = try Identifiers.tenantID(try string("tenantId"))
         if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError("TENANT_ID_MISMATCH") }
-        return pathTenant ?? bodyTenant
+        guard let t = pathTenant ?? bodyTenant else { return nil }
+        try emulator.admit(StoreKey(projectId: projectId, tenantId: t), create: true)
+        return t
+    }
+
+    /// The path's tenant, else the `?tenantId=` query parameter (GET calls), validated and admitted like `tenant()`.
+    func queryTenant() throws(AuthError) -> String? {
+        let queried = try Identifiers.tenantID(queryValue("tenantId"))
+        guard let t = pathTenant ?? queried else { return nil }
+        try emulator.admit(StoreKey(projectId: projectId, tenantId: t), create: false)
+        return t
     }
 
     func storeKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try tenant()) }

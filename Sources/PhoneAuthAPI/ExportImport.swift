@@ -17,24 +17,50 @@ public enum ExportImport {
         public let description: String
     }
 
-    /// Writes the project's users (and each tenant's) and config to `dir`.
+    /// Writes the project's users (and each tenant's) and config to `dir`, creating it (the operator's own path:
+    /// `--export-on-exit`; symlinks in it are followed, but the files written are never followed).
     @discardableResult
     public static func export(_ app: PhoneAuthApp, projectId: String, to dir: String) throws(Failure) -> (users: Int, tenants: Int) {
-        let authDir = dir + "/auth_export"
-        try makeDirectories(authDir)
+        guard !Files.hasNUL(dir) else { throw Failure(description: "invalid export path \(Files.printable(dir))") }
+        try makeDirectories(dir)
+        let fd: Int32
+        do { fd = try Files.openDirectory(dir) } catch { throw Failure(description: "cannot open \(error)") }
+        defer { close(fd) }
+        return try export(app, projectId: projectId, into: fd, shownAs: dir)
+    }
+
+    /// Writes the export into the open directory `dirFD`. `auth_export/` is opened without following symlinks,
+    /// every file goes through `Files.writeAtomically(in:)`, and file names come only from constants and
+    /// validated tenant ids.
+    @discardableResult
+    public static func export(_ app: PhoneAuthApp, projectId: String, into dirFD: Int32, shownAs dir: String) throws(Failure) -> (users: Int, tenants: Int) {
+        let authFD: Int32
+        do { authFD = try Files.openSubdirectory(dirFD, "auth_export") } catch { throw Failure(description: "cannot open \(Files.printable(dir))/auth_export: \(error)") }
+        defer { close(authFD) }
+        func write(_ fd: Int32, _ name: String, _ json: JSON) throws(Failure) {
+            do { try Files.writeAtomically(in: fd, name: name, json.prettySerialized()) } catch {
+                throw Failure(description: "cannot write \(Files.printable(dir))/\(fd == authFD ? "auth_export/" : "")\(name): \(error)")
+            }
+        }
         let version = PhoneAuthApp.version
-        try write(dir + "/firebase-export-metadata.json", ["version": .string(version), "auth": ["version": .string(version), "path": "auth_export"]])
+        try write(dirFD, "firebase-export-metadata.json", ["version": .string(version), "auth": ["version": .string(version), "path": "auth_export"]])
         let root = StoreKey(projectId: projectId)
         var total = 0
         func accounts(_ key: StoreKey) -> JSON {
-            let users = app.emulator.store(key).read { s in s.users.keys.sorted().compactMap { s.users[$0] } }
+            let users = app.emulator.existingStore(key)?.read { s in s.users.keys.sorted().compactMap { s.users[$0] } } ?? []
             total += users.count
             return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map(UserJSON.render))]
         }
-        try write(authDir + "/accounts.json", accounts(root))
-        let tenants = app.emulator.tenants(of: projectId)
-        for t in tenants {
-            try write(authDir + "/accounts-\(t).json", accounts(StoreKey(projectId: projectId, tenantId: t)))
+        try write(authFD, "accounts.json", accounts(root))
+        var written = 0
+        for t in app.emulator.tenants(of: projectId) {
+            // Tenant ids are validated before a tenant can exist; a file name is still only ever built from a valid one.
+            guard Identifiers.isValidTenantID(t) else {
+                app.logger.warning("export: skipped a tenant with an invalid id", [("tenant", Identifiers.printable(t, limit: 64))])
+                continue
+            }
+            try write(authFD, "accounts-\(t).json", accounts(StoreKey(projectId: projectId, tenantId: t)))
+            written += 1
         }
         // config.json: what the official emulator reads (signIn.allowDuplicateEmails, emailPrivacyConfig) plus ours.
         var config = app.emulator.config(root).toJSON().objectValue ?? JSONObject()
@@ -42,8 +68,39 @@ public enum ExportImport {
         signIn["allowDuplicateEmails"] = false
         config["signIn"] = .object(signIn)
         config["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": false]
-        try write(authDir + "/config.json", .object(config))
-        return (total, tenants.count)
+        try write(authFD, "config.json", .object(config))
+        return (total, written)
+    }
+
+    /// Opens the directory `path` names inside the export root for writing, creating missing directories: a
+    /// relative path is taken from the root, an absolute one must lie inside it (`roots` holds the root as
+    /// configured and as resolved). `..` components, control characters and symlinks (every component is opened
+    /// with `O_NOFOLLOW`, relative to its parent) are refused. The error is for the server log only.
+    static func openInsideRoot(_ path: String, roots: [String]) throws(Failure) -> Int32 {
+        guard !path.isEmpty, !Identifiers.containsControlCharacters(path), let root = roots.first else {
+            throw Failure(description: "control characters in the path")
+        }
+        func components(_ p: String) -> [String] { p.split(separator: "/").map(String.init).filter { $0 != "." } }
+        var rel = components(path)
+        guard !rel.contains("..") else { throw Failure(description: "'..' in the path") }
+        if path.hasPrefix("/") {
+            guard let base = roots.map(components).first(where: { rel.starts(with: $0) }) else {
+                throw Failure(description: "outside the export root \(root)")
+            }
+            rel.removeFirst(base.count)
+        }
+        var fd: Int32
+        do { fd = try Files.openDirectory(root) } catch { throw Failure(description: "export root: \(error)") }
+        for c in rel {
+            let next: Int32
+            do { next = try Files.openSubdirectory(fd, c) } catch {
+                close(fd)
+                throw Failure(description: "\(error) (a symlink, a file, or not creatable)")
+            }
+            close(fd)
+            fd = next
+        }
+        return fd
     }
 
     /// Reads an export written by firebase-tools (or by us) into the project. Users keep their localId, phone,
@@ -92,14 +149,18 @@ public enum ExportImport {
         for name in names.sorted() {
             var tenant = String(name.dropFirst("accounts".count).dropLast(".json".count))
             if tenant.hasPrefix("-") { tenant.removeFirst() }
-            guard tenant.isEmpty || PhoneAuthApp.isValidProjectID(tenant) else { throw Failure(description: "\(authDir)/\(name): invalid tenant id \(tenant)") }
+            guard tenant.isEmpty || Identifiers.isValidTenantID(tenant) else {
+                throw Failure(description: "\(authDir)/\(Files.printable(name)): invalid tenant id (letters, digits, '-' and '_')")
+            }
             let json = try readJSON(authDir + "/" + name)
             guard case .object(let o) = json else { throw Failure(description: "\(authDir)/\(name) must hold a JSON object") }
             guard let users = o["users"]?.arrayValue ?? (o["users"] == nil ? [] : nil) else {
                 throw Failure(description: "\(authDir)/\(name): \"users\" must be an array")
             }
             let key = StoreKey(projectId: projectId, tenantId: tenant)
-            if !tenant.isEmpty, app.emulator.tenantSettings(key) == nil { _ = app.emulator.store(key) }
+            if !tenant.isEmpty {
+                do { try app.emulator.admit(key, create: true, explicit: true) } catch { throw Failure(description: "\(authDir)/\(name): \(error.message)") }
+            }
             do {
                 let errors = try BatchAccounts.importUsers(app, key, users, allowOverwrite: true)
                 imported += users.count - errors.count
@@ -119,10 +180,6 @@ public enum ExportImport {
         do { return try JSONParser.parse(bytes, maxDepth: 64) } catch { throw Failure(description: "\(path) is not valid JSON: \(error)") }
     }
 
-    static func write(_ path: String, _ json: JSON) throws(Failure) {
-        do { try Files.writeAtomically(path, json.prettySerialized()) } catch { throw Failure(description: "cannot write \(path): \(error)") }
-    }
-
     static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
@@ -140,15 +197,26 @@ public enum ExportImport {
     }
 }
 
-/// `POST /emulator/v1/projects/{p}:export {"path": "…"}`: an on-demand export in the firebase-tools layout.
+/// `POST /emulator/v1/projects/{p}:export {"path": "…"}`: an on-demand export in the firebase-tools layout, written
+/// only inside the export root (`--export-root`, default the server's working directory). Errors name no path:
+/// the details go to the server log (escaped).
 enum ExportEndpoint {
+    static let outsideRoot = AuthError("INVALID_ARGUMENT", "path must be a directory inside the export root")
+
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard let path = try call.string("path"), !path.isEmpty else { throw AuthError.invalidArgument("path is required.") }
+        let fd: Int32
+        do { fd = try ExportImport.openInsideRoot(path, roots: app.exportRoots) } catch {
+            app.logger.warning("export refused: \(error.description)", [("path", path)])
+            throw outsideRoot
+        }
+        defer { close(fd) }
         do {
-            let (users, tenants) = try ExportImport.export(app, projectId: call.projectId, to: path)
+            let (users, tenants) = try ExportImport.export(app, projectId: call.projectId, into: fd, shownAs: path)
             return Reply(["path": .string(path), "users": .int(users), "tenants": .int(tenants)])
         } catch {
-            throw AuthError.internalError(error.description)
+            app.logger.error("export failed: \(error.description)")
+            throw AuthError.internalError("The export could not be written; the emulator's log says why.")
         }
     }
 }

@@ -2,6 +2,9 @@ import EmulatorSupport
 import HTTPServer
 import JWT
 import PhoneAuthCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The Firebase-compatible HTTP surface: authenticates, routes, runs handlers and renders Google envelopes.
 public final class PhoneAuthApp: HTTPResponder {
@@ -19,9 +22,13 @@ public final class PhoneAuthApp: HTTPResponder {
     let saveSigningKey: (@Sendable (SigningKey) throws -> Void)?
     /// `--admin-token`: when set, admin calls need `Bearer <token>`; `owner` and `ya29.` are refused.
     let adminToken: String?
+    /// `--export-root`: `POST …:export` writes only below it. The resolved root first, then the path as configured
+    /// (absolute paths may name either spelling).
+    let exportRoots: [String]
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
-                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil) {
+                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil) {
+        self.exportRoots = Self.resolveExportRoot(exportRoot)
         self.emulator = emulator
         self.tokens = tokens
         self.signingPool = signingPool
@@ -121,16 +128,42 @@ public final class PhoneAuthApp: HTTPResponder {
             guard privileged else { throw AuthError("INSUFFICIENT_PERMISSION", "Only authenticated requests can specify target_project_id.") }
             projectId = target
         }
-        guard Self.isValidProjectID(projectId) else { throw AuthError.invalidArgument("Invalid project ID: \(projectId.prefix(64))") }
-        if let t = route.tenantId, !t.isEmpty, !Self.isValidProjectID(t) { throw AuthError("INVALID_TENANT_ID") }
+        // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
+        let pathTenant = try Identifiers.tenantID(route.tenantId)
+        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request)
         return Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                    pathTenant: route.tenantId.flatMap { $0.isEmpty ? nil : $0 }, pathParams: route.params, complete: complete)
+                    pathTenant: pathTenant, pathParams: route.params, emulator: emulator, complete: complete)
     }
 
-    /// Project and tenant ids: letters, digits, `-` and `_`, at most 128 characters.
-    static func isValidProjectID(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= 128
-            && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }
+    /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
+    /// to exist (cap, `tenants.createOnFirstUse`). Writes create the store here, so the caps are exact; reads
+    /// allocate nothing. The v2 tenant resource routes answer `TENANT_NOT_FOUND` themselves.
+    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest) throws(AuthError) {
+        let create = request.method != "GET" && request.method != "HEAD"
+        if key.tenantId != nil && !request.path.hasPrefix("/identitytoolkit.googleapis.com/v2/") {
+            try emulator.admit(key, create: create)
+        } else if key.projectId != emulator.defaultProjectId {
+            try emulator.admit(StoreKey(projectId: key.projectId), create: create)
+        }
+    }
+
+    /// Project and tenant ids: letters, digits, `-` and `_`, at most 128 characters (see `Identifiers`).
+    static func isValidProjectID(_ s: String) -> Bool { Identifiers.isValidProjectID(s) }
+
+    /// The export root (default: the working directory) as an absolute, symlink-free path, plus its spelling.
+    static func resolveExportRoot(_ configured: String?) -> [String] {
+        var given = configured ?? "."
+        if !given.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: 4096)
+            if getcwd(&buf, buf.count) != nil {
+                let cwd = String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                given = given == "." ? cwd : cwd + "/" + given
+            }
+        }
+        guard !Files.hasNUL(given), let real = realpath(given, nil) else { return [given] }
+        defer { free(real) }
+        let resolved = String(cString: real)
+        return resolved == given ? [resolved] : [resolved, given]
     }
 
     /// `session_info` → `sessionInfo` (proto JSON accepts both spellings).

@@ -5,7 +5,7 @@ import PhoneAuthCore
 /// `GET /v1/recaptchaParams`.
 enum RecaptchaConfig {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let tenant = call.queryValue("tenantId").flatMap { $0.isEmpty ? nil : $0 }
+        let tenant = try call.queryTenant()
         let config = app.emulator.config(StoreKey(projectId: call.projectId, tenantId: tenant))
         let phoneState = config.phoneAuth.appVerification == .enforce ? "ENFORCE" : "OFF"
         return Reply([

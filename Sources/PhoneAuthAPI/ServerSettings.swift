@@ -26,6 +26,10 @@ public struct ServerSettings: Sendable {
     public var importDir: String?
     /// `--export-on-exit DIR`: write a firebase-tools export on SIGINT/SIGTERM.
     public var exportOnExit: String?
+    /// `--export-root DIR`: `POST …:export` writes only below it; nil: the working directory.
+    public var exportRoot: String?
+    /// `--max-projects N`: projects created on first use are bounded (`QUOTA_EXCEEDED` past it).
+    public var maxProjects = Emulator.defaultMaxProjects
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
     /// Where the configuration came from (a path, or "embedded default").
@@ -66,6 +70,10 @@ public struct ServerSettings: Sendable {
           --import DIR              load a firebase-tools export (firebase-export-metadata.json, auth_export/) at start
                                     (PHONE_AUTH_EMULATOR_IMPORT)
           --export-on-exit DIR      write a firebase-tools export on SIGINT/SIGTERM (PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT)
+          --export-root DIR         POST /emulator/v1/projects/{p}:export writes only inside DIR; relative paths start
+                                    there (PHONE_AUTH_EMULATOR_EXPORT_ROOT; default the working directory)
+          --max-projects N          at most N projects, counting those created on first use by any request
+                                    (PHONE_AUTH_EMULATOR_MAX_PROJECTS; default 5000)
           --request-timeout S       seconds a client may take to send a whole request before 408
                                     (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
           --log-level L             trace|debug|info|notice|warning|error (PHONE_AUTH_EMULATOR_LOG_LEVEL; default info)
@@ -83,7 +91,7 @@ public struct ServerSettings: Sendable {
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -147,6 +155,10 @@ public struct ServerSettings: Sendable {
             case "logLevel": guard let l = v.stringValue.flatMap(LogLevel.init(name:)) else { throw SettingsError("\(where_): \"logLevel\" must be one of trace, debug, info, notice, warning, error") }; s.logLevel = l
             case "logFormat": guard let f = v.stringValue.flatMap(LogFormat.init(rawValue:)) else { throw SettingsError("\(where_): \"logFormat\" must be \"text\" or \"json\"") }; s.logFormat = f
             case "adminToken": guard let t = v.stringValue, t.utf8.count >= 8 else { throw SettingsError("\(where_): \"adminToken\" must be a string of at least 8 characters") }; s.adminToken = t
+            case "exportRoot": guard let p = v.stringValue, !p.isEmpty, !Files.hasNUL(p) else { throw SettingsError("\(where_): \"exportRoot\" must be a directory path") }; s.exportRoot = p
+            case "maxProjects":
+                guard let n = v.int64Value, (1...1_000_000).contains(n) else { throw SettingsError("\(where_): \"maxProjects\" must be an integer from 1 to 1000000") }
+                s.maxProjects = Int(n)
             case "signingKey": guard let p = v.stringValue, !p.isEmpty else { throw SettingsError("\(where_): \"signingKey\" must be a file path") }; s.signingKeyPath = p
             case "apiKeys":
                 guard case .object(let m) = v else { throw SettingsError("\(where_): \"apiKeys\" must be an object mapping API keys to project ids") }
@@ -209,6 +221,14 @@ public struct ServerSettings: Sendable {
         }
         if let d = pick("import", "PHONE_AUTH_EMULATOR_IMPORT") { s.importDir = d }
         if let d = pick("export-on-exit", "PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT") { s.exportOnExit = d }
+        if let d = pick("export-root", "PHONE_AUTH_EMULATOR_EXPORT_ROOT") {
+            guard !Files.hasNUL(d) else { throw SettingsError("invalid --export-root: a directory path") }
+            s.exportRoot = d
+        }
+        if let m = pick("max-projects", "PHONE_AUTH_EMULATOR_MAX_PROJECTS") {
+            guard let n = Int(m), (1...1_000_000).contains(n) else { throw SettingsError("invalid --max-projects '\(m)': expected 1 to 1000000") }
+            s.maxProjects = n
+        }
         var phones: [String] = []
         if let env = environment("PHONE_AUTH_EMULATOR_TEST_PHONES") {
             phones += env.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }

@@ -68,12 +68,15 @@ enum Tenants {
     }
 
     static func create(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let base = (call.body["displayName"]?.stringValue ?? "tenant").lowercased().filter { $0.isLetter || $0.isNumber || $0 == "-" }
+        // Production's shape, `<display-name>-<5 random>`, from ASCII letters, digits and '-' only (a valid tenant id).
+        let base = String((call.body["displayName"]?.stringValue ?? "tenant").lowercased().unicodeScalars
+            .filter { ($0 >= "a" && $0 <= "z") || ($0 >= "0" && $0 <= "9") || $0 == "-" }.prefix(20).map(Character.init))
         var id = ""
         repeat {
-            id = "\(base.isEmpty ? "tenant" : String(base.prefix(20)))-\(app.emulator.random.alphanumeric(5).lowercased())"
-        } while app.emulator.tenants(of: call.projectId).contains(id)
+            id = "\(base.isEmpty ? "tenant" : base)-\(app.emulator.random.alphanumeric(5).lowercased())"
+        } while app.emulator.existingStore(StoreKey(projectId: call.projectId, tenantId: id)) != nil
         let key = StoreKey(projectId: call.projectId, tenantId: id)
+        try app.emulator.admit(key, create: true, explicit: true)
         do {
             try apply(app, key, body: call.body, masks: nil)
         } catch {
@@ -95,7 +98,9 @@ enum Tenants {
     }
 
     static func existing(_ app: PhoneAuthApp, _ call: Call) throws -> StoreKey {
-        guard let t = call.pathTenant, app.emulator.tenants(of: call.projectId).contains(t) else { throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound") }
+        guard let t = call.pathTenant, app.emulator.existingStore(StoreKey(projectId: call.projectId, tenantId: t)) != nil else {
+            throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")
+        }
         return StoreKey(projectId: call.projectId, tenantId: t)
     }
 

@@ -62,7 +62,7 @@ extension Emulator {
             try Self.checkTenantEnabled(s)
             let id: String
             if let localId {
-                guard !localId.isEmpty, localId.utf8.count <= 128 else { throw AuthError("INVALID_LOCAL_ID") }
+                guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
                 guard s.users[localId] == nil else { throw AuthError("DUPLICATE_LOCAL_ID") }
                 id = localId
             } else {
@@ -137,11 +137,7 @@ extension Emulator {
         if let v = c.lastLoginAt { user.lastLoginAt = v }
     }
 
-    static func isPlausibleEmail(_ e: String) -> Bool {
-        guard e.utf8.count <= 254, let at = e.firstIndex(of: "@") else { return false }
-        let local = e[..<at], domain = e[e.index(after: at)...]
-        return !local.isEmpty && !domain.isEmpty && !domain.contains("@") && !e.contains(" ")
-    }
+    static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }
 
     static func checkTenantEnabled(_ s: AuthStore) throws(AuthError) {
         if s.tenant?.disableAuth == true { throw AuthError("PROJECT_DISABLED") }
@@ -182,9 +178,7 @@ extension Emulator {
     }
 
     /// Tenants of a project (every tenant store created so far), sorted by id.
-    public func tenants(of projectId: String) -> [String] {
-        storeKeys.filter { $0.projectId == projectId }.compactMap(\.tenantId).sorted()
-    }
+    public func tenants(of projectId: String) -> [String] { tenantIDs(of: projectId) }
 
     /// Removes a tenant with all its users, codes and tokens.
     public func deleteTenant(_ key: StoreKey) {

@@ -36,7 +36,11 @@ public final class Emulator: Sendable {
     /// Durable storage (`--data-dir`); nil: in memory only.
     public let journal: (any StateJournal)?
     private let initialConfigs: [String: ProjectConfig]
-    private let stores = Locked<[StoreKey: StoreBox]>([:])
+    private let stores = Locked(StoreRegistry())
+    /// `--max-projects`: projects created on first use stop here (`QUOTA_EXCEEDED`).
+    public let maxProjects: Int
+    /// Tenants per project (created on first use or explicitly), as Identity Platform's quota.
+    public let maxTenantsPerProject: Int
     private let refreshTokens = Locked<[String: RefreshTokenRecord]>([:])
     private let waiters = Locked<[StoreKey: [CodeWaiter]]>([:])
     private let waiterCount = Atomic<Int>(0)
@@ -46,8 +50,11 @@ public final class Emulator: Sendable {
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
     public init(defaultProjectId: String, projectConfigs: [String: ProjectConfig] = [:], clock: EmulatorClock = EmulatorClock(),
-                random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil) {
+                random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil,
+                maxProjects: Int = Emulator.defaultMaxProjects, maxTenantsPerProject: Int = Emulator.defaultMaxTenantsPerProject) {
         self.defaultProjectId = defaultProjectId
+        self.maxProjects = max(1, maxProjects)
+        self.maxTenantsPerProject = max(0, maxTenantsPerProject)
         self.journal = journal
         self.initialConfigs = projectConfigs
         self.clock = clock
@@ -55,35 +62,96 @@ public final class Emulator: Sendable {
         self.logger = logger
         let key = StoreKey(projectId: defaultProjectId)
         defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig())
-        stores.withLock { $0[key] = defaultStore }
+        stores.withLock { $0.insert(defaultStore) }
     }
 
+    public static let defaultMaxProjects = 5000
+    public static let defaultMaxTenantsPerProject = 1000
+
     /// The store for a project or tenant, created on first use. A new tenant starts with its project's config.
+    /// Callers admit client-supplied keys first (`admit`): this never creates a store for an invalid id (it answers
+    /// a detached, unregistered store instead and logs the attempt), but it does not enforce the caps.
     public func store(_ key: StoreKey) -> StoreBox {
         if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }
-        if let s = stores.withLock({ $0[key] }) { return s }
-        let config: ProjectConfig
-        if key.tenantId != nil {
-            config = store(StoreKey(projectId: key.projectId)).read { $0.config }
-        } else {
-            config = initialConfigs[key.projectId] ?? ProjectConfig()
+        if let s = stores.withLock({ $0.boxes[key] }) { return s }
+        let config = initialConfig(key)
+        guard Identifiers.isValid(key) else {
+            logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
+                                                                          ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
+            return StoreBox(key: key, config: config)
         }
-        return stores.withLock { m in
-            if let s = m[key] { return s }
+        if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
+        return stores.withLock { r in
+            if let s = r.boxes[key] { return s }
             let s = StoreBox(key: key, config: config)
-            m[key] = s
+            r.insert(s)
             return s
+        }
+    }
+
+    /// The store if it exists; never creates one (reads of never-used projects answer from defaults).
+    public func existingStore(_ key: StoreKey) -> StoreBox? {
+        if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }
+        return stores.withLock { $0.boxes[key] }
+    }
+
+    /// The config a store for `key` starts with: the configured one for a project, else defaults; a tenant
+    /// starts from its project's current config.
+    func initialConfig(_ key: StoreKey) -> ProjectConfig {
+        if key.tenantId != nil { return config(StoreKey(projectId: key.projectId)) }
+        return initialConfigs[key.projectId] ?? ProjectConfig()
+    }
+
+    /// Admits a client-supplied store key: both ids valid (`INVALID_ARGUMENT` / `INVALID_TENANT_ID`); a new
+    /// project within `maxProjects`; a new tenant allowed by its project's `tenants.createOnFirstUse`
+    /// (`TENANT_NOT_FOUND` otherwise, unless `explicit`) and within `maxTenantsPerProject` (`QUOTA_EXCEEDED`).
+    /// With `create` the store exists afterwards (the caps are exact); without, nothing is allocated.
+    public func admit(_ key: StoreKey, create: Bool, explicit: Bool = false) throws(AuthError) {
+        _ = try Identifiers.projectID(key.projectId)
+        _ = try Identifiers.tenantID(key.tenantId)
+        if existingStore(key) != nil { return }
+        let project = StoreKey(projectId: key.projectId)
+        if key.tenantId != nil {
+            if !explicit && !config(project).tenantPolicy.createOnFirstUse {
+                throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")
+            }
+        }
+        let projectExists = existingStore(project) != nil
+        let check = { (r: StoreRegistry) throws(AuthError) in
+            if r.boxes[project] == nil && r.projectCount >= self.maxProjects {
+                throw AuthError("QUOTA_EXCEEDED", "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
+            }
+            if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject {
+                throw AuthError("QUOTA_EXCEEDED", "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
+            }
+        }
+        guard create else {
+            try stores.withLock { r throws(AuthError) in try check(r) }
+            return
+        }
+        let projectConfig = projectExists ? nil : initialConfigs[key.projectId] ?? ProjectConfig()
+        let tenantConfig = key.tenantId == nil ? nil : config(project)
+        try stores.withLock { r throws(AuthError) in
+            try check(r)
+            if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig)) }
+            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig)) }
         }
     }
 
     /// Forgets a store entirely (a deleted tenant); the next use starts afresh.
     public func removeStore(_ key: StoreKey) {
         try? persist([.storeDeleted(key)])
-        _ = stores.withLock { $0.removeValue(forKey: key) }
+        stores.withLock { $0.remove(key) }
     }
 
     /// Keys of every store created so far.
-    public var storeKeys: [StoreKey] { stores.withLock { Array($0.keys) } }
+    public var storeKeys: [StoreKey] { stores.withLock { Array($0.boxes.keys) } }
+
+    /// Tenant ids of a project (every tenant store created so far), sorted.
+    public func tenantIDs(of projectId: String) -> [String] { stores.withLock { $0.tenants[projectId].map { $0.sorted() } ?? [] } }
+
+    /// How many project stores exist.
+    public var projectCount: Int { stores.withLock { $0.projectCount } }
 
     // MARK: sendVerificationCode
 
@@ -217,12 +285,12 @@ public final class Emulator: Sendable {
                 guard let sid = SessionID(info), var session = s.sessions[sid] else { throw AuthError.invalidSessionInfo }
                 if let exp = session.expiresAt, now >= exp {
                     s.sessions[sid] = nil
-                    try persist([.sessionDeleted(key, info)])
+                    try persist([.sessionDeleted(key, sid.text)])
                     throw AuthError.sessionExpired
                 }
                 if let left = session.attemptsLeft, left <= 0 {
                     s.sessions[sid] = nil
-                    try persist([.sessionDeleted(key, info)])
+                    try persist([.sessionDeleted(key, sid.text)])
                     throw AuthError.tooManyAttempts
                 }
                 if let scenario = s.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
@@ -237,7 +305,7 @@ public final class Emulator: Sendable {
                     throw AuthError.invalidCode
                 }
                 s.sessions[sid] = nil  // single use, consumed before the account checks (as production)
-                consumed = info
+                consumed = sid.text  // the canonical spelling keys persistence, never the client's text
                 phone = session.phoneNumber
                 viaProof = false
             }
@@ -290,7 +358,9 @@ public final class Emulator: Sendable {
     /// The user behind a verified ID token, after the account checks every token use gets.
     public func user(for identity: TokenIdentity) throws(AuthError) -> UserRecord {
         let key = StoreKey(projectId: identity.projectId, tenantId: identity.tenantId)
-        return try store(key).withLock { s throws(AuthError) -> UserRecord in
+        // Never creates a store: a token's tenant claim is not a way to make tenants (unsigned tokens exist).
+        guard let box = existingStore(key) else { throw AuthError.userNotFound }
+        return try box.withLock { s throws(AuthError) -> UserRecord in
             guard let u = s.users[identity.localId] else { throw AuthError.userNotFound }
             guard !u.disabled else { throw AuthError.userDisabled }
             if let vs = u.validSince, identity.issuedAt < vs { throw AuthError.tokenExpired }
@@ -345,7 +415,8 @@ public final class Emulator: Sendable {
 
     // MARK: emulator API
 
-    public func config(_ key: StoreKey) -> ProjectConfig { store(key).read { $0.config } }
+    /// A store's config; a store that does not exist yet answers what it would start with (nothing is allocated).
+    public func config(_ key: StoreKey) -> ProjectConfig { existingStore(key)?.read { $0.config } ?? initialConfig(key) }
 
     /// Merges a config JSON (the `/emulator/v1/projects/{p}/config` shape) and returns the result.
     public func patchConfig(_ key: StoreKey, _ json: JSON) throws(ConfigError) -> ProjectConfig {
@@ -400,5 +471,29 @@ public final class Emulator: Sendable {
             try? persist([.usersWiped(key)])
         }
         forgetRefreshTokens(key, localId: nil)
+    }
+}
+
+/// Every store by key, with per-project tenant sets so the caps are checked in O(1).
+struct StoreRegistry: Sendable {
+    var boxes: [StoreKey: StoreBox] = [:]
+    var tenants: [String: Set<String>] = [:]
+    var projectCount = 0
+
+    func tenantCount(of projectId: String) -> Int { tenants[projectId]?.count ?? 0 }
+
+    mutating func insert(_ box: StoreBox) {
+        guard boxes.updateValue(box, forKey: box.key) == nil else { return }
+        if let t = box.key.tenantId { tenants[box.key.projectId, default: []].insert(t) } else { projectCount += 1 }
+    }
+
+    mutating func remove(_ key: StoreKey) {
+        guard boxes.removeValue(forKey: key) != nil else { return }
+        if let t = key.tenantId {
+            tenants[key.projectId]?.remove(t)
+            if tenants[key.projectId]?.isEmpty == true { tenants[key.projectId] = nil }
+        } else {
+            projectCount -= 1
+        }
     }
 }

@@ -54,6 +54,14 @@ public struct PhoneAuthSettings: Sendable, Equatable {
     public init() {}
 }
 
+/// How tenants come into being (`tenants` block of a project's config).
+public struct TenantPolicy: Sendable, Equatable {
+    /// A valid, unknown `tenantId` in a request creates that tenant (as the official emulator does). `false`:
+    /// production's `TENANT_NOT_FOUND`, and tenants exist only once created through the v2 tenants API (or an import).
+    public var createOnFirstUse = true
+    public init() {}
+}
+
 /// One project's (or tenant's) configuration: the same JSON that `GET/PATCH /emulator/v1/projects/{p}/config` uses.
 public struct ProjectConfig: Sendable, Equatable {
     public var phoneEnabled = true
@@ -61,6 +69,8 @@ public struct ProjectConfig: Sendable, Equatable {
     public var testPhoneNumbers: [String: String] = [:]
     public var smsRegion: SMSRegionPolicy = .allowByDefault(disallowed: [])
     public var phoneAuth = PhoneAuthSettings()
+    /// The `tenants` block: how tenants come into being in this project.
+    public var tenantPolicy = TenantPolicy()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -89,6 +99,7 @@ public struct ProjectConfig: Sendable, Equatable {
         }
         pa["scenarioNumbers"] = .object(sc)
         o["phoneAuth"] = .object(pa)
+        o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
         return .object(o)
     }
 
@@ -119,6 +130,14 @@ public struct ProjectConfig: Sendable, Equatable {
             case "signIn": try applySignIn(v, path: p, strict: true)
             case "smsRegionConfig": smsRegion = try Self.parseSMSRegion(v, path: p)
             case "phoneAuth": try applyPhoneAuth(v, path: p)
+            case "tenants":
+                for (k2, v2) in try Self.object(v, p) {
+                    let p2 = Self.join(p, k2)
+                    switch k2 {
+                    case "createOnFirstUse": tenantPolicy.createOnFirstUse = try Self.bool(v2, p2)
+                    default: throw ConfigError(path: p2, message: "unknown key")
+                    }
+                }
             default: throw ConfigError(path: p, message: "unknown key")
             }
         }

@@ -14,10 +14,15 @@ public struct SessionID: Hashable, Sendable {
         lo = l
     }
 
-    /// Parses a client's `sessionInfo`; nil for anything that is not one of ours.
+    /// Parses a client's `sessionInfo`; nil for anything that is not one of ours. Only the canonical spelling is
+    /// accepted (the one `text` produces): the decoder would also take the standard alphabet's `+`/`/` and other
+    /// trailing bits in the last character, and every such variant of a used session would be a different key for
+    /// anything keyed by the client's text (the journal's delete was, so a used session signed in again after a
+    /// restart).
     public init?(_ text: String) {
         guard text.utf8.count == 22, let bytes = Base64URL.decode(text), bytes.count == Self.byteCount else { return nil }
         self.init(bytes: bytes)
+        guard self.text == text else { return nil }
     }
 
     public var bytes: [UInt8] {

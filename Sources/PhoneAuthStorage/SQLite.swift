@@ -81,7 +81,9 @@ final class SQLiteConnection: @unchecked Sendable {
                 case SQLITE_NULL: row.append(.null)
                 default:
                     if let p = sqlite3_column_text(s, i) {
-                        row.append(.text(String(cString: p)))
+                        // The whole value (sqlite3_column_bytes), not up to its first NUL.
+                        let n = Int(sqlite3_column_bytes(s, i))
+                        row.append(.text(String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)))
                     } else {
                         row.append(.null)
                     }
@@ -100,7 +102,16 @@ final class SQLiteConnection: @unchecked Sendable {
             switch v {
             case .null: rc = sqlite3_bind_null(s, idx)
             case .int(let n): rc = sqlite3_bind_int64(s, idx, n)
-            case .text(let t): rc = sqlite3_bind_text(s, idx, t, -1, csqlite_transient())
+            case .text(let t):
+                // With its byte length, never -1: a NUL inside the text must not end it (it once merged the keys
+                // `victim` and `victim\u{0}x`). SQLite copies the bytes (SQLITE_TRANSIENT).
+                var text = t
+                rc = text.withUTF8 { buf -> Int32 in
+                    guard let base = buf.baseAddress else { return sqlite3_bind_text(s, idx, "", 0, csqlite_transient()) }
+                    return base.withMemoryRebound(to: CChar.self, capacity: buf.count) {
+                        sqlite3_bind_text(s, idx, $0, Int32(buf.count), csqlite_transient())
+                    }
+                }
             }
             guard rc == SQLITE_OK else { throw error(rc) }
         }

@@ -95,7 +95,7 @@ if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
 
 let cpus = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, random: SystemRandom(),
-                        logger: logger, journal: dataDir)
+                        logger: logger, journal: dataDir, maxProjects: settings.maxProjects)
 if let dataDir {
     do {
         let snapshot = try dataDir.loadSnapshot()
@@ -118,8 +118,14 @@ if let dir = durableKeys {
         try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis())
     }
 }
+// --export-root: must be an existing directory (the default, the working directory, always is).
+let exportRoot: String? = settings.exportRoot
+if let root = exportRoot {
+    var st = stat()
+    guard stat(root, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { fail("--export-root \(root) is not an existing directory") }
+}
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
-                       saveSigningKey: saveKey, adminToken: settings.adminToken)
+                       saveSigningKey: saveKey, adminToken: settings.adminToken, exportRoot: exportRoot)
 if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
     // No key yet: generate it in the background while the server starts listening.
     let log = logger
@@ -176,8 +182,10 @@ if let dir = settings.exportOnExit {
         exitCode = 1
     }
 }
-dataDir?.close()
+// A key still being generated is stored in the data directory: wait for it before closing the database (a stop
+// right after start otherwise failed with "the database is closed" and exit code 1).
 tokens.waitForKeys()
+dataDir?.close()
 logger.info("stopped")
 logSink.flush()
 exit(exitCode)

@@ -167,7 +167,7 @@ def test_export_on_exit_round_trips_and_matches_the_official_layout(tmp_path):
     assert config["signIn"]["allowDuplicateEmails"] is False and config["phoneAuth"]["maxCodeAttempts"] == 3
     assert not [f for f in os.listdir(os.path.join(out, "auth_export")) if ".tmp" in f]
 
-    b = Emulator(["--import", out])
+    b = Emulator(["--import", out, "--export-root", str(tmp_path)])
     try:
         users = admin_lookup(b, [body["localId"], "admin-made"])
         assert users[body["localId"]]["customAttributes"] == '{"tier":"gold"}'
@@ -177,7 +177,7 @@ def test_export_on_exit_round_trips_and_matches_the_official_layout(tmp_path):
         assert requests.get(b.url + "/emulator/v1/projects/demo-phone/config").json()["phoneAuth"]["maxCodeAttempts"] == 3
         again = b.sign_in()
         assert again["localId"] == body["localId"], "the same phone keeps its uid across export/import"
-        # On-demand export.
+        # On-demand export (inside --export-root).
         out2 = str(tmp_path / "export2")
         r = requests.post(b.url + "/emulator/v1/projects/demo-phone:export", json={"path": out2})
         assert r.status_code == 200 and r.json()["users"] == 3

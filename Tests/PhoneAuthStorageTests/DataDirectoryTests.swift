@@ -104,4 +104,57 @@ final class DataDirectoryTests: XCTestCase {
         XCTAssertEqual(total, 400)
         again.close()
     }
+    /// Issue 11: text was bound with length -1, so a NUL ended it: `victim` and `victim\u{0}x` became one row and
+    /// merged after a restart. Keys and documents now keep every byte.
+    func testTextWithNULIsNotTruncated() throws {
+        let key = StoreKey(projectId: "p")
+        do {
+            let d = try DataDirectory(path: dir)
+            var victim = UserRecord(localId: "victim", createdAt: 1)
+            victim.displayName = "the victim"
+            var other = UserRecord(localId: "victim\u{0}x", createdAt: 2)
+            other.displayName = "attacker\u{0}tail"
+            try d.record([.userSaved(key, victim)])
+            try d.record([.userSaved(key, other)])
+            try d.record([.refreshTokenSaved("tok\u{0}en", RefreshTokenRecord(projectId: "p", tenantId: nil, localId: "victim\u{0}x", authTime: 1,
+                                                                               signInProvider: "phone", issuedAt: 1))])
+            d.close()
+        }
+        let d = try DataDirectory(path: dir)
+        defer { d.close() }
+        let snap = try d.loadSnapshot()
+        let users = snap.stores.first { $0.key == key }?.users ?? []
+        XCTAssertEqual(Set(users.map(\.localId)), ["victim", "victim\u{0}x"])
+        XCTAssertEqual(users.first { $0.localId == "victim" }?.displayName, "the victim")
+        XCTAssertEqual(users.first { $0.localId == "victim\u{0}x" }?.displayName, "attacker\u{0}tail")
+        XCTAssertEqual(snap.refreshTokens.map(\.0), ["tok\u{0}en"])
+        XCTAssertEqual(snap.refreshTokens.first?.1.localId, "victim\u{0}x")
+    }
+
+    /// Issue 11: a used `sessionInfo` in a non-canonical spelling (other trailing bits) was accepted, and the
+    /// journal delete was keyed by that spelling, so the session came back after a restart and signed in again.
+    func testANonCanonicalSessionInfoNeitherSignsInNorSurvivesARestart() throws {
+        let key = StoreKey(projectId: "p")
+        var session = ""
+        do {
+            let d = try DataDirectory(path: dir)
+            let e = emulator(d)
+            session = try e.sendVerificationCode(key, phoneNumber: "+16505554567")
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+            let i = alphabet.firstIndex(of: session.last!)!
+            let variant = String(session.dropLast()) + String(alphabet[i ^ 1])
+            XCTAssertThrowsError(try e.signInWithPhoneNumber(key, sessionInfo: variant, code: "123456", temporaryProof: nil, phoneNumber: nil,
+                                                             tokenUser: nil, operation: nil)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+            _ = try e.signInWithPhoneNumber(key, sessionInfo: session, code: "123456", temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
+            d.close()
+        }
+        let d = try DataDirectory(path: dir)
+        defer { d.close() }
+        let e = emulator(d)
+        let snap = try d.loadSnapshot()
+        e.restore(snap.stores, refreshTokens: snap.refreshTokens)
+        XCTAssertEqual(e.verificationCodes(key, phone: nil).count, 0, "the used session stays used after a restart")
+        XCTAssertThrowsError(try e.signInWithPhoneNumber(key, sessionInfo: session, code: "123456", temporaryProof: nil, phoneNumber: nil,
+                                                         tokenUser: nil, operation: nil)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+    }
 }
