@@ -119,7 +119,7 @@ if let dir = durableKeys {
     }
 }
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
-                       saveSigningKey: saveKey, adminToken: settings.adminToken)
+                       saveSigningKey: saveKey, adminToken: settings.adminToken, boundary: settings.boundary)
 if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
     // No key yet: generate it in the background while the server starts listening.
     let log = logger
