@@ -119,7 +119,7 @@ def test_client_that_never_reads_does_not_grow_memory(fresh):
     before = rss_mb(pid)
     s = socket.create_connection(("127.0.0.1", emu.port), timeout=5)
     s.setblocking(False)
-    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 1000
+    req = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n" * 1000
     sent = 0
     deadline = time.time() + 4
     while time.time() < deadline:
@@ -147,7 +147,7 @@ def test_ten_thousand_idle_keep_alive_connections(fresh):
             s = socket.create_connection(("127.0.0.1", emu.port), timeout=10)
             socks.append(s)
         for s in socks[::50]:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             assert s.recv(16).startswith(b"HTTP/1.1 200")
         time.sleep(0.5)
         held = fd_count(pid)
