@@ -218,7 +218,7 @@ def startup_times(runs, extra):
         while time.perf_counter() - t0 < 10:
             try:
                 s = socket.create_connection(("127.0.0.1", port), timeout=1)
-                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
                 if s.recv(16).startswith(b"HTTP/1.1 200"):
                     first = time.perf_counter()
                 s.close()

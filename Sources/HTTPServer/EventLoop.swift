@@ -162,7 +162,9 @@ final class EventLoop: @unchecked Sendable {
             }
             if stopRequested.load(ordering: .acquiring), stoppingSince == nil { beginStopping(now: now) }
             if now &- lastSweep >= 250_000_000 {
-                sweep(now: now)
+                // A fresh clock: handling the events above stamped connections with times later than `now`, and
+                // `now &- stamp` would wrap into a spurious request/write timeout (408 or a reset mid-pipeline).
+                sweep(now: monotonicNanos())
                 lastSweep = now
             }
             if let since = stoppingSince {

@@ -20,14 +20,17 @@ public final class PhoneAuthApp: HTTPResponder {
     let apiKeyProjects: [String: String]
     /// Stores a new signing key durably (with `--data-dir`) before it is used.
     let saveSigningKey: (@Sendable (SigningKey) throws -> Void)?
-    /// `--admin-token`: when set, admin calls need `Bearer <token>`; `owner` and `ya29.` are refused.
+    /// `--admin-token`: when set, admin calls and the emulator API need `Bearer <token>`; `owner` and `ya29.` are refused.
     let adminToken: String?
     /// `--export-root`: `POST …:export` writes only below it. The resolved root first, then the path as configured
     /// (absolute paths may name either spelling).
     let exportRoots: [String]
+    /// The browser boundary: allowed origins for protected routes, accepted `Host` names.
+    let boundary: WebBoundary
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
-                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil) {
+                saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil,
+                boundary: WebBoundary = WebBoundary()) {
         self.exportRoots = Self.resolveExportRoot(exportRoot)
         self.emulator = emulator
         self.tokens = tokens
@@ -36,11 +39,22 @@ public final class PhoneAuthApp: HTTPResponder {
         self.logger = logger
         self.saveSigningKey = saveSigningKey
         self.adminToken = adminToken
+        self.boundary = boundary
     }
 
     public func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
-        if request.method == "OPTIONS" { return preflight(request) }
-        switch Router.match(method: request.method, path: request.path) {
+        let seen = BoundaryHeaders(request.headers)
+        if request.method == "OPTIONS" { return preflight(request, seen) }
+        let match = Router.match(method: request.method, path: request.path)
+        // The browser boundary, before any handler runs (so a refused request has no effect).
+        var protected = seen.authorization
+        if case .route(let r) = match, r.access.isProtected { protected = true }
+        switch boundary.verdict(hosts: seen.hosts, origins: seen.origins, protected: protected) {
+        case .refuseHost: return refuse(.hostNotAllowed, host: true, request, seen)
+        case .refuseOrigin: return refuse(.originNotAllowed, host: false, request, seen)
+        case .allow: break
+        }
+        switch match {
         case .notFound:
             return render(error: .notFound, for: request)
         case .methodNotAllowed:
@@ -84,7 +98,7 @@ public final class PhoneAuthApp: HTTPResponder {
                 ?? (HTTPHeaders.equalsIgnoringASCIICase(token, "owner") || token.hasPrefix("ya29."))
             if isAdmin {
                 privileged = true
-            } else if route.access != .open {
+            } else if route.access != .open && (route.access != .emulator || adminToken != nil) {
                 throw AuthError.invalidCredential
             }
         }
@@ -93,6 +107,7 @@ public final class PhoneAuthApp: HTTPResponder {
         if apiKey?.isEmpty ?? false { apiKey = nil }
         switch route.access {
         case .open: break
+        case .emulator: guard privileged || adminToken == nil else { throw AuthError.missingCredential }
         case .apiKey: guard apiKey != nil else { throw AuthError.missingAPIKey }
         case .client, .adminPath: guard apiKey != nil || privileged else { throw AuthError.missingAPIKey }
         case .admin: guard privileged else { throw AuthError.missingCredential }
@@ -194,29 +209,96 @@ public final class PhoneAuthApp: HTTPResponder {
         return HTTPResponse(status: e.httpStatus, headers: headers, body: ErrorEnvelope.render(e).serialized())
     }
 
+    /// Reflects the request's `Origin`. Requests from an origin that may not reach their route never get here: they
+    /// are refused in `respond` without CORS headers.
     func addCORS(_ headers: inout [(String, String)], _ request: HTTPRequest) {
-        guard let origin = request.headers["origin"] else { return }
+        guard let origin = request.headers["origin"], request.headers.values("origin").count == 1 else { return }
         headers.append(("Access-Control-Allow-Origin", origin))
         headers.append(("Vary", "Origin"))
     }
 
-    /// CORS preflight, as the official emulator (`cors({origin:true})`) plus Private Network Access.
-    func preflight(_ request: HTTPRequest) -> HTTPResponse {
-        var headers: [(String, String)] = []
-        if let origin = request.headers["origin"] {
-            headers.append(("Access-Control-Allow-Origin", origin))
-            headers.append(("Vary", "Origin, Access-Control-Request-Headers"))
-        }
-        headers.append(("Access-Control-Allow-Methods", "GET,HEAD,PUT,PATCH,POST,DELETE"))
-        if let requested = request.headers["access-control-request-headers"] {
-            headers.append(("Access-Control-Allow-Headers", requested))
-        }
-        if request.headers["access-control-request-private-network"] != nil {
-            headers.append(("Access-Control-Allow-Private-Network", "true"))
-        }
-        headers.append(("Access-Control-Max-Age", "86400"))
-        return HTTPResponse(status: 204, headers: headers)
+    /// A request refused at the browser boundary: 403 `PERMISSION_DENIED`, no CORS headers, and a log line.
+    func refuse(_ e: AuthError, host: Bool, _ request: HTTPRequest, _ seen: BoundaryHeaders) -> HTTPResponse {
+        logger.notice(host ? "refused a request for another Host (DNS rebinding?)" : "refused a cross-origin request",
+                      [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
+                       ("host", seen.hosts.map(WebBoundary.printable).joined(separator: ",")),
+                       ("origin", seen.origins.map(WebBoundary.printable).joined(separator: ","))])
+        return HTTPResponse(status: e.httpStatus, headers: [("Content-Type", "application/json; charset=utf-8")],
+                            body: ErrorEnvelope.render(e).serialized())
     }
+
+    /// CORS preflight, as the official emulator (`cors({origin:true})`) for the client-facing Google endpoints. For
+    /// protected routes (or a request that will carry `Authorization`) only an allowed origin gets an answer, and Private
+    /// Network Access (a public page reaching this loopback server) is granted to allowed origins only.
+    func preflight(_ request: HTTPRequest, _ seen: BoundaryHeaders) -> HTTPResponse {
+        let requested = request.headers["access-control-request-headers"].map(Self.headerNames) ?? []
+        let requestedMethod = request.headers["access-control-request-method"] ?? "GET"
+        let protected = seen.authorization || requested.contains("authorization")
+            || Router.isProtected(method: requestedMethod, path: request.path)
+        switch boundary.verdict(hosts: seen.hosts, origins: seen.origins, protected: protected) {
+        case .refuseHost: return refuse(.hostNotAllowed, host: true, request, seen)
+        case .refuseOrigin: return refuse(.originNotAllowed, host: false, request, seen)
+        case .allow(let reflect, let trusted):
+            var headers: [(String, String)] = []
+            if let reflect {
+                headers.append(("Access-Control-Allow-Origin", reflect))
+                headers.append(("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Private-Network"))
+            }
+            headers.append(("Access-Control-Allow-Methods", "GET,HEAD,PUT,PATCH,POST,DELETE"))
+            if !requested.isEmpty {
+                headers.append(("Access-Control-Allow-Headers", requested.joined(separator: ",")))
+            }
+            if trusted, request.headers["access-control-request-private-network"] != nil {
+                headers.append(("Access-Control-Allow-Private-Network", "true"))
+            }
+            headers.append(("Access-Control-Max-Age", "86400"))
+            return HTTPResponse(status: 204, headers: headers)
+        }
+    }
+
+    /// `Access-Control-Request-Headers` as lowercase header names; anything that is not a header name is dropped.
+    static func headerNames(_ value: String) -> [String] {
+        value.split(separator: ",").prefix(64).compactMap { item -> String? in
+            let name = item.trimmingSpaces().lowercased()
+            guard !name.isEmpty, name.utf8.count <= 128, name.utf8.allSatisfy(Self.isTokenByte) else { return nil }
+            return name
+        }
+    }
+
+    /// RFC 9110 `tchar`.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        WebBoundary.isAlnum(b) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+    }
+}
+
+/// The headers the browser boundary looks at, found in one pass.
+struct BoundaryHeaders {
+    var hosts: [String] = []
+    var origins: [String] = []
+    /// Any `Authorization` header: credentials (the Firebase client SDKs never send one).
+    var authorization = false
+
+    init(_ headers: HTTPHeaders) {
+        for e in headers {
+            switch e.name.utf8.count {
+            case 4 where HTTPHeaders.equalsIgnoringASCIICase(e.name, "host"): hosts.append(e.value)
+            case 6 where HTTPHeaders.equalsIgnoringASCIICase(e.name, "origin"): origins.append(e.value)
+            case 13 where HTTPHeaders.equalsIgnoringASCIICase(e.name, "authorization"): authorization = true
+            default: break
+            }
+        }
+    }
+}
+
+extension AuthError {
+    static let originNotAllowed = AuthError(
+        "PERMISSION_DENIED",
+        "Origin not allowed: the emulator API and admin calls accept browser requests only from http(s)://localhost, 127.0.0.1 and [::1] (any port), the server's own address, and origins added with --allow-origin.",
+        http: 403, reason: "forbidden")
+    static let hostNotAllowed = AuthError(
+        "PERMISSION_DENIED",
+        "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).",
+        http: 403, reason: "forbidden")
 }
 
 extension Substring {

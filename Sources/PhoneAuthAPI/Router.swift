@@ -12,8 +12,19 @@ enum Access: Sendable {
     case admin
     /// Client or admin; a path project needs admin (`INSUFFICIENT_PERMISSION` otherwise).
     case adminPath
-    /// No credentials (emulator API, keys, status).
+    /// No credentials (keys, status).
     case open
+    /// The emulator API (`/emulator/…`, export included): open, like the official emulator, unless `--admin-token`
+    /// is set (then `Bearer <token>` only).
+    case emulator
+
+    /// Protected from other web origins (see `WebBoundary`): the emulator API and admin routes.
+    var isProtected: Bool {
+        switch self {
+        case .admin, .adminPath, .emulator: true
+        case .client, .apiKey, .open: false
+        }
+    }
 }
 
 enum BodyKind: Sendable { case none, json, jsonOrForm }
@@ -55,6 +66,14 @@ enum Router {
         if let r = exact[path] { return method == "POST" ? .route(r) : .methodNotAllowed }
         if path == "/" { return method == "GET" || method == "HEAD" ? .route(Route(access: .open, body: .none, offload: false, handler: Status.root)) : .methodNotAllowed }
         return matchSegments(method: method, path: path)
+    }
+
+    /// Whether a path leads to a protected route with any method (for preflights, which name the method to come).
+    static func isProtected(method: String, path: String) -> Bool {
+        for m in [method.uppercased(), "GET", "POST", "PATCH", "DELETE"] {
+            if case .route(let r) = match(method: m, path: path), r.access.isProtected { return true }
+        }
+        return false
     }
 
     static func matchSegments(method: String, path: String) -> Match {
@@ -212,10 +231,10 @@ enum Router {
         if rest.count == 2, rest[0] == "v1" {
             let r: Route
             switch (rest[1], m) {
-            case ("clock", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorControls.clock)
-            case ("clock:advance", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.advanceClock)
-            case ("clock:reset", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.resetClock)
-            case ("keys:rotate", "POST"): r = Route(access: .open, body: .json, offload: true, handler: EmulatorControls.rotateKeys)
+            case ("clock", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorControls.clock)
+            case ("clock:advance", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.advanceClock)
+            case ("clock:reset", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.resetClock)
+            case ("keys:rotate", "POST"): r = Route(access: .emulator, body: .json, offload: true, handler: EmulatorControls.rotateKeys)
             case ("clock", _), ("clock:advance", _), ("clock:reset", _), ("keys:rotate", _): return .methodNotAllowed
             default: return .notFound
             }
@@ -225,7 +244,7 @@ enum Router {
             let project = String(rest[2].dropLast(":export".count))
             guard !project.isEmpty else { return .notFound }
             guard m == "POST" else { return .methodNotAllowed }
-            var r = Route(access: .open, body: .json, offload: false, handler: ExportEndpoint.handle)
+            var r = Route(access: .emulator, body: .json, offload: false, handler: ExportEndpoint.handle)
             r.projectId = project
             return .route(r)
         }
@@ -239,14 +258,14 @@ enum Router {
         guard resource.count == 1 else { return .notFound }
         var r: Route
         switch (resource[0], m) {
-        case ("config", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.getConfig)
-        case ("config", "PATCH"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorAPI.patchConfig)
-        case ("verificationCodes", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.listCodes)
-        case ("verificationCodes", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.clearCodes)
-        case ("accounts", "DELETE"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts)
-        case ("verificationCodes:wait", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorAPI.waitForCode)
-        case ("pushNotifications", "GET"): r = Route(access: .open, body: .none, offload: false, handler: EmulatorControls.pushNotifications)
-        case ("appCredentials", "POST"): r = Route(access: .open, body: .json, offload: false, handler: EmulatorControls.mintCredential)
+        case ("config", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.getConfig)
+        case ("config", "PATCH"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorAPI.patchConfig)
+        case ("verificationCodes", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.listCodes)
+        case ("verificationCodes", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.clearCodes)
+        case ("accounts", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts)
+        case ("verificationCodes:wait", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.waitForCode)
+        case ("pushNotifications", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorControls.pushNotifications)
+        case ("appCredentials", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.mintCredential)
         case ("config", _), ("verificationCodes", _), ("accounts", _), ("verificationCodes:wait", _), ("pushNotifications", _), ("appCredentials", _):
             return .methodNotAllowed
         default: return .notFound

@@ -32,6 +32,12 @@ public struct ServerSettings: Sendable {
     public var maxProjects = Emulator.defaultMaxProjects
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
+    /// `--allow-origin` (repeatable): origins added to the loopback defaults for the emulator API and admin calls.
+    public var allowOrigins: [String] = []
+    /// `--allow-host` (repeatable): `Host` names accepted besides IP literals and localhost.
+    public var allowHosts: [String] = []
+    /// The browser boundary built from `host`, `allowOrigins` and `allowHosts`.
+    public var boundary = WebBoundary()
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -61,8 +67,16 @@ public struct ServerSettings: Sendable {
                                     (PHONE_AUTH_EMULATOR_TOKEN_SIGNING)
           --signing-key FILE        PEM RSA private key to sign with; created (mode 0600) if it does not exist
                                     (PHONE_AUTH_EMULATOR_SIGNING_KEY)
-          --admin-token TOKEN       admin calls need "Authorization: Bearer TOKEN" instead of "Bearer owner"
-                                    (PHONE_AUTH_EMULATOR_ADMIN_TOKEN); for emulators reachable beyond loopback
+          --admin-token TOKEN       admin calls and the /emulator/ API need "Authorization: Bearer TOKEN" (instead of
+                                    "Bearer owner" / nothing) (PHONE_AUTH_EMULATOR_ADMIN_TOKEN); for emulators
+                                    reachable beyond loopback
+          --allow-origin ORIGIN     let web pages from ORIGIN (scheme://host[:port]) call the /emulator/ API and admin
+                                    routes; repeatable (PHONE_AUTH_EMULATOR_ALLOW_ORIGINS, comma-separated). Always
+                                    allowed: http(s)://localhost, 127.0.0.1, [::1] on any port, and the server itself
+          --allow-host NAME         accept requests whose Host header is NAME (or NAME:PORT, *.SUFFIX, * for any);
+                                    repeatable (PHONE_AUTH_EMULATOR_ALLOW_HOSTS, comma-separated). Always accepted: IP
+                                    addresses and localhost (and single-label names such as a Compose service name
+                                    when bound to 0.0.0.0 or ::); other DNS names are refused (DNS rebinding)
           --data-dir DIR            durable state (users, config, sessions, refresh tokens, keys) in SQLite
                                     (PHONE_AUTH_EMULATOR_DATA_DIR); without it everything stays in memory
           --durability MODE         normal (survives kill -9, default) or full (also power loss)
@@ -90,8 +104,9 @@ public struct ServerSettings: Sendable {
         // 1. Flags.
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
+        var flagLists: [String: [String]] = [:]
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects", "allow-origin", "allow-host"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -109,7 +124,9 @@ public struct ServerSettings: Sendable {
                 guard i < arguments.count else { throw SettingsError("option '--\(name)' needs a value") }
                 value = arguments[i]
             }
-            if name == "test-phone" { flagPhones.append(value!) } else { flags[name] = value! }
+            if name == "test-phone" { flagPhones.append(value!) } else if name == "allow-origin" || name == "allow-host" {
+                flagLists[name, default: []].append(value!)
+            } else { flags[name] = value! }
             i += 1
         }
         func pick(_ flag: String, _ env: String) -> String? {
@@ -142,6 +159,7 @@ public struct ServerSettings: Sendable {
             throw SettingsError("\(s.configSource): invalid JSON: \(error)")
         }
         let where_ = s.configSource
+        var fileLists: [String: [String]] = [:]
         for (k, v) in file {
             switch k {
             case "host": guard let h = v.stringValue, !h.isEmpty else { throw SettingsError("\(where_): \"host\" must be a non-empty string") }; s.host = h
@@ -159,6 +177,10 @@ public struct ServerSettings: Sendable {
             case "maxProjects":
                 guard let n = v.int64Value, (1...1_000_000).contains(n) else { throw SettingsError("\(where_): \"maxProjects\" must be an integer from 1 to 1000000") }
                 s.maxProjects = Int(n)
+            case "allowOrigins", "allowHosts":
+                let values = v.arrayValue?.compactMap(\.stringValue)
+                guard let values, values.count == v.arrayValue?.count else { throw SettingsError("\(where_): \"\(k)\" must be an array of strings") }
+                fileLists[k] = values
             case "signingKey": guard let p = v.stringValue, !p.isEmpty else { throw SettingsError("\(where_): \"signingKey\" must be a file path") }; s.signingKeyPath = p
             case "apiKeys":
                 guard case .object(let m) = v else { throw SettingsError("\(where_): \"apiKeys\" must be an object mapping API keys to project ids") }
@@ -229,6 +251,17 @@ public struct ServerSettings: Sendable {
             guard let n = Int(m), (1...1_000_000).contains(n) else { throw SettingsError("invalid --max-projects '\(m)': expected 1 to 1000000") }
             s.maxProjects = n
         }
+        // Lists: flags, else the environment (comma-separated), else the config file.
+        func pickList(_ flag: String, _ env: String, _ key: String) -> [String] {
+            if let f = flagLists[flag] { return f }
+            if let e = environment(env), !e.isEmpty { return e.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty } }
+            return fileLists[key] ?? []
+        }
+        let origins = pickList("allow-origin", "PHONE_AUTH_EMULATOR_ALLOW_ORIGINS", "allowOrigins")
+        let hostNames = pickList("allow-host", "PHONE_AUTH_EMULATOR_ALLOW_HOSTS", "allowHosts")
+        s.boundary = try WebBoundary(bindHost: s.host, allowOrigins: origins, allowHosts: hostNames)
+        s.allowOrigins = origins.compactMap(WebBoundary.normalizeOrigin)
+        s.allowHosts = hostNames.compactMap(WebBoundary.normalizeHost)
         var phones: [String] = []
         if let env = environment("PHONE_AUTH_EMULATOR_TEST_PHONES") {
             phones += env.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }

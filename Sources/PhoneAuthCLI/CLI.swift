@@ -34,7 +34,7 @@ struct Command: Sendable {
 /// The `phone-auth` command line.
 public enum CLI {
     public static let version = "0.1.0"
-    static let globalValued: Set<String> = ["emulator", "project", "api-key", "tenant"]
+    static let globalValued: Set<String> = ["emulator", "project", "api-key", "tenant", "admin-token"]
     static let globalBoolean: Set<String> = ["json", "help", "version"]
 
     static let commands: [Command] = [
@@ -85,6 +85,8 @@ public enum CLI {
           --project ID     project (default: the emulator's default project)
           --tenant ID      act inside a tenant
           --api-key KEY    API key for client calls (default fake-api-key)
+          --admin-token T  the emulator's --admin-token, sent as "Authorization: Bearer T" on admin and /emulator/
+                           calls (default $PHONE_AUTH_EMULATOR_ADMIN_TOKEN; without it: "Bearer owner")
           --json           machine-readable output
           --help, --version
         Exit codes: 0 success, 1 API or verification error (the Google code is printed), 64 usage error.
@@ -201,12 +203,19 @@ final class Session {
         self.resolvedProject = args.value("project")
     }
 
+    /// `--admin-token`, else `PHONE_AUTH_EMULATOR_ADMIN_TOKEN`.
+    var adminToken: String? {
+        if let t = args.value("admin-token"), !t.isEmpty { return t }
+        if let t = context.environment("PHONE_AUTH_EMULATOR_ADMIN_TOKEN"), !t.isEmpty { return t }
+        return nil
+    }
+
     var baseURL: String { args.value("emulator") ?? EmulatorClient.defaultURL(environment: context.environment) }
 
     /// The project: `--project`, else the emulator's default (asked once).
     func client() throws -> EmulatorClient {
         var c = EmulatorClient(baseURL: baseURL, project: resolvedProject ?? "demo-phone", apiKey: args.value("api-key") ?? "fake-api-key",
-                               tenant: args.value("tenant"))
+                               tenant: args.value("tenant"), adminToken: adminToken)
         if resolvedProject == nil {
             let status = try c.request("GET", "/")
             resolvedProject = status["phoneAuthEmulator"]?["projectId"]?.stringValue ?? "demo-phone"

@@ -29,12 +29,16 @@ public struct EmulatorClient: Sendable {
     public var project: String
     public let apiKey: String
     public let tenant: String?
+    /// The server's `--admin-token`: sent as `Bearer <token>` on admin and emulator-API calls (else `Bearer owner` on
+    /// admin calls and nothing on emulator-API calls, as the official clients do).
+    public let adminToken: String?
 
-    public init(baseURL: String, project: String, apiKey: String, tenant: String?) {
+    public init(baseURL: String, project: String, apiKey: String, tenant: String?, adminToken: String? = nil) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.project = project
         self.apiKey = apiKey
         self.tenant = tenant
+        self.adminToken = adminToken.flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// `FIREBASE_AUTH_EMULATOR_HOST` is `host:port`; a value with a scheme is used as is.
@@ -49,7 +53,11 @@ public struct EmulatorClient: Sendable {
         if key { q.insert(("key", apiKey), at: 0) }
         let qs = q.isEmpty ? "" : "?" + q.map { "\(URLEncoding.percentEncode($0.0))=\(URLEncoding.percentEncode($0.1))" }.joined(separator: "&")
         var headers: [(String, String)] = []
-        if admin { headers.append(("Authorization", "Bearer owner")) }
+        if let adminToken, admin || path.hasPrefix("/emulator/") {
+            headers.append(("Authorization", "Bearer \(adminToken)"))
+        } else if admin {
+            headers.append(("Authorization", "Bearer owner"))
+        }
         var bytes: [UInt8]? = nil
         if let body {
             headers.append(("Content-Type", "application/json"))

@@ -125,7 +125,7 @@ if let root = exportRoot {
     guard stat(root, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { fail("--export-root \(root) is not an existing directory") }
 }
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
-                       saveSigningKey: saveKey, adminToken: settings.adminToken, exportRoot: exportRoot)
+                       saveSigningKey: saveKey, adminToken: settings.adminToken, exportRoot: exportRoot, boundary: settings.boundary)
 if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
     // No key yet: generate it in the background while the server starts listening.
     let log = logger

@@ -107,11 +107,11 @@ def test_signing_key_file_gives_stable_kid(fresh, tmp_path):
 def test_keep_alive_and_pipelining_in_order(emu):
     reqs = b""
     for i in range(3):
-        reqs += b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+        reqs += b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
     body = b'{"phoneNumber":"+16505554567"}'
-    reqs += (b"POST /identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k HTTP/1.1\r\nHost: x\r\n"
+    reqs += (b"POST /identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k HTTP/1.1\r\nHost: localhost\r\n"
              b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-    reqs += b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    reqs += b"GET /nope HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     out = raw(emu.port, reqs)
     statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", out)
     assert statuses == [b"200", b"200", b"200", b"200", b"404"]
@@ -119,9 +119,9 @@ def test_keep_alive_and_pipelining_in_order(emu):
 
 
 def test_http_limits(emu):
-    out = raw(emu.port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
+    out = raw(emu.port, b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 431 ")
-    out = raw(emu.port, b"POST /identitytoolkit.googleapis.com/v1/accounts:lookup?key=k HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n{")
+    out = raw(emu.port, b"POST /identitytoolkit.googleapis.com/v1/accounts:lookup?key=k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2000000\r\n\r\n{")
     assert out.startswith(b"HTTP/1.1 413 ")
     r = requests.post(emu.url + "/identitytoolkit.googleapis.com/v1/accounts:lookup?key=k", data=b"{" + b" " * (1024 * 1024 + 10) + b"}")
     assert r.status_code == 413
@@ -140,7 +140,7 @@ def test_http_limits(emu):
     out = raw(emu.port, b"HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 200 ") and out.endswith(b"\r\n\r\n")
     # Half-closed client still gets its answer.
-    out = raw(emu.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", shut=True)
+    out = raw(emu.port, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", shut=True)
     assert out.startswith(b"HTTP/1.1 200 ")
     assert requests.get(emu.url + "/").status_code == 200
 

@@ -1,0 +1,209 @@
+import HTTPServer
+import PhoneAuthCore
+
+/// The browser boundary: which `Origin`s may call protected routes (the emulator API, admin calls) and which `Host`
+/// names the server answers at all (DNS rebinding). Pure values and functions: no I/O, no clock.
+///
+/// Threat: a web page open in the developer's browser. It can send "simple" cross-site requests (any method the
+/// browser allows, `text/plain` bodies) without a preflight, but the browser always labels them with its `Origin`;
+/// it cannot choose the `Host` header, except by pointing a DNS name it controls at 127.0.0.1 (rebinding), and then
+/// the `Host` header carries that DNS name.
+public struct WebBoundary: Sendable, Equatable {
+    /// Extra origins (`--allow-origin`), normalized by `normalizeOrigin`.
+    public private(set) var allowedOrigins: Set<String> = []
+    /// Extra host names (`--allow-host`), normalized by `normalizeHost`: `name`, `name:port`, `*.suffix` or `*`.
+    public private(set) var allowedHosts: [String] = []
+    /// Bound to `0.0.0.0` / `::`: reachable on every interface, so single-label names (a Docker Compose service name
+    /// such as `auth`) are accepted too; they cannot be registered in public DNS, so they cannot be rebound.
+    public private(set) var wildcardBind = false
+
+    /// The verdict for one request.
+    public enum Verdict: Sendable, Equatable {
+        /// Go on; reflect `origin` in `Access-Control-Allow-Origin` when set. `trusted`: the origin is allowed
+        /// (may be granted Private Network Access and reach protected routes).
+        case allow(reflect: String?, trusted: Bool)
+        /// Refuse with 403 PERMISSION_DENIED before any handler runs.
+        case refuseHost
+        case refuseOrigin
+    }
+
+    /// The defaults for a server bound to loopback: loopback origins and names, IP literals.
+    public init() {}
+
+    /// `bindHost`: the listen address; `allowOrigins`/`allowHosts`: raw values, validated here.
+    public init(bindHost: String, allowOrigins: [String] = [], allowHosts: [String] = []) throws(SettingsError) {
+        var h = bindHost
+        if h.hasPrefix("[") && h.hasSuffix("]") { h = String(h.dropFirst().dropLast()) }
+        wildcardBind = h == "0.0.0.0" || h == "::" || h == "0:0:0:0:0:0:0:0"
+        for o in allowOrigins {
+            guard let n = Self.normalizeOrigin(o) else {
+                throw SettingsError("invalid --allow-origin '\(Self.printable(o))': expected scheme://host[:port], e.g. http://192.168.1.20:3000 (no path; 'null' and '*' are not allowed)")
+            }
+            allowedOrigins.insert(n)
+        }
+        for name in allowHosts {
+            guard let n = Self.normalizeHost(name) else {
+                throw SettingsError("invalid --allow-host '\(Self.printable(name))': expected a host name, NAME:PORT, *.SUFFIX or *")
+            }
+            if !allowedHosts.contains(n) { allowedHosts.append(n) }
+        }
+    }
+
+    // MARK: the decision
+
+    /// Decides for one request. `hosts`/`origins`: every value of those headers (normally zero or one each);
+    /// `protected`: the request reaches the emulator API or an admin route, or carries credentials.
+    public func verdict(hosts: [String], origins: [String], protected: Bool) -> Verdict {
+        if hosts.count > 1 { return .refuseHost }
+        let host = hosts.first
+        if let host, !hostAllowed(host) { return .refuseHost }
+        guard let first = origins.first else { return .allow(reflect: nil, trusted: false) }
+        let trusted = origins.count == 1 && originAllowed(first, host: host)
+        if trusted { return .allow(reflect: first, trusted: true) }
+        if protected { return .refuseOrigin }
+        // Client-facing Google endpoints: open to any origin, as in production (no credentials are involved).
+        return .allow(reflect: origins.count == 1 ? first : nil, trusted: false)
+    }
+
+    /// The `Host` check: IP literals (rebinding needs a DNS name), loopback names, the names `--allow-host` added, and
+    /// single-label names when bound to every interface. A malformed value is refused.
+    public func hostAllowed(_ value: String) -> Bool {
+        guard let (name, port, isIP) = Self.parseAuthority(value) else { return false }
+        if isIP || name == "localhost" { return true }
+        if wildcardBind && !name.contains(".") { return true }
+        for pattern in allowedHosts {
+            if pattern == "*" { return true }
+            var p = Substring(pattern)
+            var wantPort: Int? = nil
+            if let colon = p.lastIndex(of: ":") {
+                wantPort = Int(p[p.index(after: colon)...])
+                p = p[..<colon]
+            }
+            if let wantPort, wantPort != (port ?? 80) { continue }
+            if p.hasPrefix("*.") {
+                if name.hasSuffix(p.dropFirst()) { return true }
+            } else if name == p {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The `Origin` check for protected routes: `http(s)://localhost|127.0.0.1|[::1]` on any port, the origin the
+    /// request was addressed to (`Host`, already checked: a page this server served itself), and `--allow-origin`.
+    /// `null` and anything malformed are refused.
+    public func originAllowed(_ origin: String, host: String?) -> Bool {
+        guard let (scheme, name, port) = Self.parseOrigin(origin) else {
+            // Other schemes (chrome-extension://…, capacitor://…) only by exact match.
+            return allowedOrigins.contains(origin.lowercased())
+        }
+        if name == "localhost" || name == "127.0.0.1" || name == "[::1]" { return true }
+        let normalized = scheme + "://" + name + (port.map { ":\($0)" } ?? "")
+        if allowedOrigins.contains(normalized) { return true }
+        // Same origin as the request's own authority (the server's own pages, e.g. reached as http://192.168.1.20:9099).
+        if let host, let (hname, hport, _) = Self.parseAuthority(host), hname == name, (hport ?? 80) == (port ?? (scheme == "https" ? 443 : 80)) {
+            return true
+        }
+        return false
+    }
+
+    // MARK: parsing
+
+    /// `host[:port]` as in a `Host` header: lowercase name without a trailing dot (IPv6 in brackets), the port, and
+    /// whether the name is an IP literal. Nil when malformed.
+    static func parseAuthority(_ value: String) -> (String, Int?, Bool)? {
+        let v = value.lowercased()
+        guard !v.isEmpty, v.utf8.count <= 300 else { return nil }
+        var name: Substring
+        var portText: Substring? = nil
+        if v.hasPrefix("[") {
+            guard let close = v.firstIndex(of: "]") else { return nil }
+            name = v[...close]
+            let after = v[v.index(after: close)...]
+            if !after.isEmpty {
+                guard after.first == ":" else { return nil }
+                portText = after.dropFirst()
+            }
+            let inner = name.dropFirst().dropLast()
+            guard inner.contains(":"), inner.utf8.allSatisfy({ isHex($0) || $0 == 0x3A || $0 == 0x2E }) else { return nil }
+        } else {
+            if let colon = v.firstIndex(of: ":") {
+                name = v[..<colon]
+                portText = v[v.index(after: colon)...]
+            } else {
+                name = v[...]
+            }
+            if name.hasSuffix(".") { name = name.dropLast() }
+            guard !name.isEmpty, name.utf8.allSatisfy({ isNameByte($0) }) else { return nil }
+        }
+        var port: Int? = nil
+        if let portText {
+            guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let p = Int(portText), p <= 65535 else { return nil }
+            port = p
+        }
+        let isIP = name.hasPrefix("[") || isIPv4(name)
+        return (String(name), port, isIP)
+    }
+
+    /// `scheme://host[:port]` for http and https, without path; nil otherwise (including `null`).
+    static func parseOrigin(_ origin: String) -> (String, String, Int?)? {
+        let o = origin.lowercased()
+        let scheme: String
+        if o.hasPrefix("http://") { scheme = "http" } else if o.hasPrefix("https://") { scheme = "https" } else { return nil }
+        let rest = String(o.dropFirst(scheme.count + 3))
+        guard !rest.contains("/"), !rest.contains("@"), !rest.contains("?"), !rest.contains("#"),
+            let (name, port, _) = parseAuthority(rest), !name.isEmpty else { return nil }
+        // Browsers leave out the default port.
+        let defaultPort = scheme == "https" ? 443 : 80
+        return (scheme, name, port == defaultPort ? nil : port)
+    }
+
+    /// An `--allow-origin` value in the form origins are compared in; nil when it is not an origin.
+    public static func normalizeOrigin(_ raw: String) -> String? {
+        var s = raw.trimmingCharacters()
+        if s.hasSuffix("/") { s = String(s.dropLast()) }
+        if let (scheme, name, port) = parseOrigin(s) { return scheme + "://" + name + (port.map { ":\($0)" } ?? "") }
+        // Another scheme: scheme://authority, compared exactly (lowercase).
+        let lower = s.lowercased()
+        guard let sep = lower.firstRange(of: "://"), sep.lowerBound != lower.startIndex else { return nil }
+        let scheme = lower[..<sep.lowerBound], rest = lower[sep.upperBound...]
+        guard scheme != "http", scheme != "https", let f = scheme.first, f.isASCII, f.isLetter,
+            scheme.utf8.allSatisfy({ isAlnum($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E }),
+            !rest.isEmpty, !rest.contains("/"), rest.utf8.allSatisfy({ isNameByte($0) || $0 == 0x3A || $0 == 0x5B || $0 == 0x5D })
+        else { return nil }
+        return lower
+    }
+
+    /// An `--allow-host` value: `name`, `name:port`, `*.suffix` or `*`, lowercase; nil when malformed.
+    public static func normalizeHost(_ raw: String) -> String? {
+        let s = raw.trimmingCharacters().lowercased()
+        if s == "*" { return s }
+        var body = s
+        if body.hasPrefix("*.") { body = String(body.dropFirst(2)) }
+        guard let (name, port, _) = parseAuthority(body), !name.isEmpty, name != "*" else { return nil }
+        return (s.hasPrefix("*.") ? "*." : "") + name + (port.map { ":\($0)" } ?? "")
+    }
+
+    static func isIPv4(_ s: Substring) -> Bool {
+        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return false }
+        return parts.allSatisfy { p in
+            !p.isEmpty && p.utf8.count <= 3 && p.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) && Int(p)! <= 255
+        }
+    }
+
+    static func isHex(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46) }
+    static func isAlnum(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) }
+    /// Bytes of a DNS name as browsers send it (punycode for IDNs): letters, digits, `-`, `.`, `_`.
+    static func isNameByte(_ b: UInt8) -> Bool { isAlnum(b) || b == 0x2D || b == 0x2E || b == 0x5F }
+
+    /// A value shown in an error message: printable ASCII only, at most 100 characters.
+    static func printable(_ s: String) -> String {
+        String(String.UnicodeScalarView(s.unicodeScalars.prefix(100).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }))
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters() -> String { self[...].trimmingSpaces() }
+}
