@@ -80,13 +80,18 @@ if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
             }
         }
         if let dataDir {
-            for (_, pem) in try dataDir.signingKeys() {
+            // The --signing-key key is the newest; only the newest TokenService.maxPublishedKeys stay on disk, so keys
+            // retired before (or by) this start are pruned and never published again.
+            let keep = TokenService.maxPublishedKeys
+            if let current = signingKeys.first {
+                try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis(), keepNewest: keep)
+            } else {
+                try dataDir.pruneSigningKeys(keepNewest: keep)
+            }
+            for (_, pem) in try dataDir.signingKeys().prefix(keep) {
                 let k = try SigningKey(key: try RSAKey.privateKey(pem: Array(pem.utf8)), createdAt: clock.nowSeconds())
                 if !signingKeys.contains(where: { $0.kid == k.kid }) { signingKeys.append(k) }
             }
-        }
-        if let dataDir, let current = signingKeys.first {
-            try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis())
         }
     } catch {
         fail("cannot prepare the signing keys: \(error)", code: 1)
@@ -115,7 +120,8 @@ let durableKeys: DataDirectory? = dataDir
 var saveKey: (@Sendable (SigningKey) throws -> Void)? = nil
 if let dir = durableKeys {
     saveKey = { @Sendable (key: SigningKey) throws in
-        try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis())
+        try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis(),
+                               keepNewest: TokenService.maxPublishedKeys)
     }
 }
 let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys, logger: logger,
