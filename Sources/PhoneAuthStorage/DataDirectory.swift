@@ -61,6 +61,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                     PRIMARY KEY (project, tenant)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS refresh_tokens (token TEXT PRIMARY KEY, project TEXT NOT NULL, tenant TEXT NOT NULL,
                     local_id TEXT NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS refresh_tokens_by_user ON refresh_tokens (project, tenant, local_id);
                 CREATE TABLE IF NOT EXISTS signing_keys (kid TEXT PRIMARY KEY, pem TEXT NOT NULL, created INTEGER NOT NULL) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');
                 """)

@@ -115,7 +115,8 @@ let tokens = TokenService(mode: settings.tokenSigning, keys: signingKeys)
 // Thread layout: event loops and signing threads (tunable for benchmarking; defaults measured in bench/).
 let loopCount = Files.environment("PHONE_AUTH_EMULATOR_EVENT_LOOPS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? min(cpus, 4)
 let signerCount = Files.environment("PHONE_AUTH_EMULATOR_SIGNING_THREADS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? cpus
-let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: signerCount) : nil
+// The worker pool signs tokens (rs256) and runs bulk admin work (batch deletes, wipes, imports) in every mode.
+let pool = WorkerPool(threads: settings.tokenSigning == .rs256 ? signerCount : min(2, signerCount))
 let durableKeys: DataDirectory? = dataDir
 var saveKey: (@Sendable (SigningKey) throws -> Void)? = nil
 if let dir = durableKeys {
@@ -171,7 +172,7 @@ if settings.host != "127.0.0.1" && settings.host != "localhost" && settings.host
 let signal = csys_wait_termination_signal()
 logger.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"), shutting down")
 server.shutdown()
-pool?.shutdown()
+pool.shutdown()
 var exitCode: Int32 = 0
 if let dir = settings.exportOnExit {
     do {
