@@ -28,6 +28,9 @@ public struct ServerSettings: Sendable {
     public var exportOnExit: String?
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
+    /// `--max-connections-per-peer N`: connections one address may hold; 0 (default) = half the descriptor budget,
+    /// loopback exempt. An explicit N applies to loopback too.
+    public var maxConnectionsPerPeer = 0
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -68,6 +71,10 @@ public struct ServerSettings: Sendable {
           --export-on-exit DIR      write a firebase-tools export on SIGINT/SIGTERM (PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT)
           --request-timeout S       seconds a client may take to send a whole request before 408
                                     (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
+          --max-connections-per-peer N
+                                    connections one IP address (IPv6: /64) may hold open; more get 503 and are closed
+                                    (PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER; default half the descriptor
+                                    limit, loopback exempt; an explicit N also applies to loopback)
           --log-level L             trace|debug|info|notice|warning|error (PHONE_AUTH_EMULATOR_LOG_LEVEL; default info)
           --log-format F            text|json (PHONE_AUTH_EMULATOR_LOG_FORMAT; default text)
           --help, --version
@@ -83,7 +90,7 @@ public struct ServerSettings: Sendable {
         var flags: [String: String] = [:]
         var flagPhones: [String] = []
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "max-connections-per-peer"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -201,6 +208,12 @@ public struct ServerSettings: Sendable {
         if let t = pick("admin-token", "PHONE_AUTH_EMULATOR_ADMIN_TOKEN") {
             guard t.utf8.count >= 8, !t.contains(" ") else { throw SettingsError("invalid --admin-token: use at least 8 characters and no spaces") }
             s.adminToken = t
+        }
+        if let v = pick("max-connections-per-peer", "PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER") {
+            guard let n = Int(v), (0...1_048_576).contains(n) else {
+                throw SettingsError("invalid --max-connections-per-peer '\(v)': expected 0 (automatic) to 1048576")
+            }
+            s.maxConnectionsPerPeer = n
         }
         if let d = pick("data-dir", "PHONE_AUTH_EMULATOR_DATA_DIR") { s.dataDir = d }
         if let d = pick("durability", "PHONE_AUTH_EMULATOR_DURABILITY") {

@@ -52,6 +52,9 @@ case .run(let s):
 let logSink = AsyncStandardErrorSink()
 logSinkForFailures = logSink
 let logger = Logger(label: "phone-auth-emulator", level: settings.logLevel, format: settings.logFormat, sink: logSink)
+// Idle keep-alive connections must not be what runs the server out of descriptors: use all the hard limit allows.
+let descriptors = DescriptorLimit.raiseSoftToHard()
+logger.debug("descriptor limit", [("before", String(descriptors.before)), ("now", String(descriptors.after))])
 let clock = EmulatorClock()
 
 // Durable state, if asked for: opened (and locked) before anything else touches it.
@@ -147,7 +150,8 @@ if let dir = settings.importDir {
 var policy = ConnectionPolicy()
 policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
 let server = HTTPServer(
-    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy),
+    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy,
+                                            maxConnectionsPerPeer: settings.maxConnectionsPerPeer),
     responder: app, logger: logger)
 
 let port: Int
@@ -157,6 +161,10 @@ do {
     fail("\(error)", code: 1)
 }
 
+if let limits = server.connectionLimits {
+    logger.debug("connection limits", [("total", String(limits.total)), ("perPeer", String(limits.perPeer)),
+                                       ("loopbackCapped", limits.perPeerAppliesToLoopback ? "yes" : "no")])
+}
 let shownHost = settings.host.contains(":") && !settings.host.hasPrefix("[") ? "[\(settings.host)]" : settings.host
 printLine("listening on http://\(shownHost):\(port)")
 let fictional = settings.projects[settings.projectId]?.testPhoneNumbers.count ?? 0
