@@ -191,8 +191,10 @@ if let dir = settings.exportOnExit {
         exitCode = 1
     }
 }
-dataDir?.close()
+// A key still being generated is stored in the data directory: let it finish before the directory closes (a stop
+// right after start otherwise failed that store and exited 1).
 tokens.waitForKeys()
+dataDir?.close()
 logger.info("stopped")
 logSink.flush()
 exit(exitCode)
