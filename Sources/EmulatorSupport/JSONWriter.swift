@@ -61,7 +61,9 @@ enum JSONWriter {
     static func writeNumber(_ d: Double, into out: inout [UInt8]) {
         if !d.isFinite {
             out.append(contentsOf: "null".utf8)
-        } else if d.rounded() == d, abs(d) < 9.0e15 {
+        } else if d.rounded() == d, d >= -9_223_372_036_854_775_808.0, d < 9_223_372_036_854_775_808.0 {
+            // Every integral double in Int64's range prints as its exact integer (no exponent), so an Int64 stored
+            // through `JSON.int` reads back as the same double: exactly the value for magnitudes up to 2^53.
             out.append(contentsOf: String(Int64(d)).utf8)
         } else {
             out.append(contentsOf: d.description.utf8)

@@ -10,6 +10,8 @@ final class Connection {
     let fd: Int32
     let id: UInt64
     let remote: String
+    /// What the per-peer connection cap counts this connection against.
+    let peer: PeerAddress
     var input: [UInt8] = []
     var inputStart = 0
     var parser: HTTPRequestParser
@@ -27,10 +29,11 @@ final class Connection {
     var lastWriteProgress: UInt64
     var mask: UInt32 = 0
 
-    init(fd: Int32, id: UInt64, remote: String, limits: HTTPLimits, now: UInt64) {
+    init(fd: Int32, id: UInt64, remote: String, peer: PeerAddress, limits: HTTPLimits, now: UInt64) {
         self.fd = fd
         self.id = id
         self.remote = remote
+        self.peer = peer
         self.parser = HTTPRequestParser(limits: limits)
         self.lastActivity = now
         self.lastWriteProgress = now
@@ -67,6 +70,7 @@ final class EventLoop: @unchecked Sendable {
     private let policy: ConnectionPolicy
     private let logger: Logger
     private let index: Int
+    private let admission: ConnectionAdmission
 
     private var connections: [UInt64: Connection] = [:]
     private var nextID: UInt64 = 2
@@ -80,8 +84,10 @@ final class EventLoop: @unchecked Sendable {
 
     var openConnections: Int { connectionCount.load(ordering: .relaxed) }
 
-    init(index: Int, listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger) throws {
+    init(index: Int, listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
+         admission: ConnectionAdmission) throws {
         self.index = index
+        self.admission = admission
         self.listenFD = listenFD
         self.responder = responder
         self.policy = policy
@@ -200,21 +206,48 @@ final class EventLoop: @unchecked Sendable {
                 if e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED { return }
                 if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
                     // Out of descriptors: stop polling the listener briefly instead of spinning.
-                    logger.warning("accept failed; pausing the listener", [("errno", String(e))])
+                    if let held = admission.pausedWarning.shouldLog(now: now) {
+                        logger.warning("accept failed; pausing the listener", [("errno", String(e)), ("repeats", String(held))])
+                    }
                     removeListener()
                     listenerPausedUntil = now &+ 100_000_000
                     return
                 }
                 return
             }
+            let peer = PeerAddress(&addr)
+            let verdict = admission.admit(peer)
+            guard verdict == .admitted else {
+                refuse(fd, peer, verdict, now: now)
+                continue
+            }
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let id = nextID
             nextID += 1
-            let c = Connection(fd: fd, id: id, remote: Self.describe(&addr), limits: policy.limits, now: now)
+            let c = Connection(fd: fd, id: id, remote: Self.describe(&addr), peer: peer, limits: policy.limits, now: now)
             connections[id] = c
             connectionCount.wrappingAdd(1, ordering: .relaxed)
             updateInterest(c)
+        }
+    }
+
+    private static let refusal: [UInt8] = {
+        let body = #"{"error":{"code":503,"message":"Too many connections from this address.","errors":[{"message":"Too many connections from this address.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#
+        return Array("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+    }()
+
+    /// Over a connection cap: a best-effort 503 (one non-blocking send) and close, so the client fails fast instead of
+    /// waiting in the backlog.
+    private func refuse(_ fd: Int32, _ peer: PeerAddress, _ verdict: ConnectionAdmission.Verdict, now: UInt64) {
+        _ = Self.refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+        shutdown(fd, Int32(SHUT_WR))
+        close(fd)
+        if let held = admission.refusedWarning.shouldLog(now: now) {
+            let over = verdict == .overPeer
+            logger.warning(over ? "refusing connections: this peer holds too many" : "refusing connections: the server holds its maximum",
+                           [("peer", peer.key), ("open", String(over ? admission.open(peer.key) : admission.maxConnections)),
+                            ("limit", String(over ? admission.maxPerPeer : admission.maxConnections)), ("repeats", String(held))])
         }
     }
 
@@ -414,6 +447,7 @@ final class EventLoop: @unchecked Sendable {
         _ = epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, &ev)
         close(c.fd)
         connectionCount.wrappingSubtract(1, ordering: .relaxed)
+        admission.release(c.peer)
     }
 
     private func sweep(now: UInt64) {

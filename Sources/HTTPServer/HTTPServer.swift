@@ -13,11 +13,18 @@ public final class HTTPServer: Sendable {
         public var port: Int
         public var eventLoops: Int
         public var policy: ConnectionPolicy
-        public init(host: String = "127.0.0.1", port: Int = 9099, eventLoops: Int = 2, policy: ConnectionPolicy = ConnectionPolicy()) {
+        /// Most connections one peer (IPv4 address or IPv6 /64) may hold; 0: half of `maxConnections`, loopback exempt.
+        public var maxConnectionsPerPeer: Int
+        /// Most connections in all; 0: the descriptor limit minus a reserve (max(64, limit/16)).
+        public var maxConnections: Int
+        public init(host: String = "127.0.0.1", port: Int = 9099, eventLoops: Int = 2, policy: ConnectionPolicy = ConnectionPolicy(),
+                    maxConnectionsPerPeer: Int = 0, maxConnections: Int = 0) {
             self.host = host
             self.port = port
             self.eventLoops = eventLoops
             self.policy = policy
+            self.maxConnectionsPerPeer = maxConnectionsPerPeer
+            self.maxConnections = maxConnections
         }
     }
 
@@ -32,6 +39,7 @@ public final class HTTPServer: Sendable {
     private let logger: Logger
     private let running = Locked<Running?>(nil)
     private let boundPort = Atomic<Int>(0)
+    private let admission = Locked<ConnectionAdmission?>(nil)
 
     public init(configuration: Configuration, responder: any HTTPResponder, logger: Logger) {
         self.configuration = configuration
@@ -42,6 +50,11 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (after `start`; meaningful with port 0).
     public var port: Int { boundPort.load(ordering: .acquiring) }
 
+    /// The connection caps in force (after `start`): in all, and per peer (`perPeerAppliesToLoopback` false by default).
+    public var connectionLimits: (total: Int, perPeer: Int, perPeerAppliesToLoopback: Bool)? {
+        admission.withLock { a in a.map { ($0.maxConnections, $0.maxPerPeer, $0.capsLoopback) } }
+    }
+
     /// Connections open right now, across loops.
     public var openConnections: Int { running.withLock { $0?.loops.reduce(0) { $0 + $1.openConnections } ?? 0 } }
 
@@ -50,10 +63,14 @@ public final class HTTPServer: Sendable {
     public func start() throws -> Int {
         csys_ignore_sigpipe()
         let fd = try Self.listen(host: configuration.host, port: configuration.port)
+        let gate = ConnectionAdmission(descriptorLimit: DescriptorLimit.current, maxConnections: configuration.maxConnections,
+                                       maxPerPeer: configuration.maxConnectionsPerPeer)
+        admission.withLock { $0 = gate }
         var loops: [EventLoop] = []
         do {
             for i in 0..<max(1, configuration.eventLoops) {
-                loops.append(try EventLoop(index: i, listenFD: fd, responder: responder, policy: configuration.policy, logger: logger))
+                loops.append(try EventLoop(index: i, listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
+                                           admission: gate))
             }
         } catch {
             close(fd)

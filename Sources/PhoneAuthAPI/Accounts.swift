@@ -34,9 +34,9 @@ extension Call {
         if let v = try bool("emailVerified") { c.emailVerified = v }
         if let v = try bool("disableUser") { c.disabled = v } else if let v = try bool("disabled") { c.disabled = v }
         if let v = try string("customAttributes") { c.customAttributes = try CustomClaims.validate(v.isEmpty ? "{}" : v) }
-        if let v = try int("validSince") { c.validSince = v }
-        if let v = try int("createdAt") { c.createdAt = v }
-        if let v = try int("lastLoginAt") { c.lastLoginAt = v }
+        if let v = try int("validSince") { c.validSince = try TimeField.validSince.check(v) }
+        if let v = try int("createdAt") { c.createdAt = try TimeField.createdAt.check(v) }
+        if let v = try int("lastLoginAt") { c.lastLoginAt = try TimeField.lastLoginAt.check(v) }
         return c
     }
 
@@ -50,6 +50,29 @@ extension Call {
         default: break
         }
         throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_INT64), \(v.serializedString.prefix(100))")
+    }
+}
+
+/// Client-supplied account times: epoch milliseconds (`createdAt`, `lastLoginAt`) or seconds (`validSince`) from the
+/// epoch to 9999-12-31T23:59:59.999Z, the range a protobuf Timestamp (and RFC 3339) can express. Anything else is
+/// refused before it is stored, so every stored time formats, sorts and survives a data-dir restart.
+enum TimeField: String {
+    case createdAt, lastLoginAt, validSince
+
+    var maximum: Int64 { self == .validSince ? Timestamp.maxSeconds : Timestamp.maxMillis }
+
+    func isValid(_ v: Int64) -> Bool { v >= 0 && v <= maximum }
+
+    /// What an import's per-user error and the 400 say.
+    var rangeText: String {
+        self == .validSince
+            ? "\(rawValue) must be seconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59Z)"
+            : "\(rawValue) must be milliseconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59.999Z)"
+    }
+
+    func check(_ v: Int64) throws(AuthError) -> Int64 {
+        guard isValid(v) else { throw AuthError.invalidArgument(rangeText + ".") }
+        return v
     }
 }
 

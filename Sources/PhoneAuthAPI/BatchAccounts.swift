@@ -111,9 +111,17 @@ enum BatchAccounts {
             if let v = stringField(u["customAttributes"]) {
                 do { c.customAttributes = try CustomClaims.validate(v) } catch { fail("Invalid claims: \(error.message)"); continue }
             }
-            if let v = intField(u["createdAt"]) { c.createdAt = v }
-            if let v = intField(u["lastLoginAt"]) { c.lastLoginAt = v }
-            if let v = intField(u["validSince"]) { c.validSince = v }
+            var badTime: String? = nil
+            for field in [TimeField.createdAt, .lastLoginAt, .validSince] {
+                guard let raw = u[field.rawValue], raw != .null, raw != "" else { continue }
+                guard let v = intField(raw), field.isValid(v) else { badTime = field.rangeText; break }
+                switch field {
+                case .createdAt: c.createdAt = v
+                case .lastLoginAt: c.lastLoginAt = v
+                case .validSince: c.validSince = v
+                }
+            }
+            if let badTime { fail(badTime); continue }
             if let v = stringField(u["passwordHash"]) {
                 c.passwordHash = v
                 c.passwordRevokesTokens = false

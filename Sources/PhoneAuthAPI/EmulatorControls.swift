@@ -15,12 +15,17 @@ enum EmulatorControls {
 
     static func clock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply { Reply(clockJSON(app)) }
 
-    /// `{"seconds": N}` (N ≥ 0, fractions allowed): every expiry, token `iat`/`exp` and rate window moves with it.
+    /// `{"seconds": N}` (0 ≤ N ≤ ten years, fractions allowed): every expiry, token `iat`/`exp` and rate window moves
+    /// with it. The total offset stays within a hundred years (`clock:reset` returns to the real time).
     static func advanceClock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        guard let v = call.body["seconds"], case .number(let seconds) = v, seconds.isFinite, seconds >= 0, seconds <= 10 * 365 * 86400 else {
-            throw AuthError.invalidArgument("seconds must be a number from 0 to 315360000.")
+        let maxSeconds = EmulatorClock.maxAdvanceMillis / 1000
+        guard let v = call.body["seconds"], case .number(let seconds) = v, seconds.isFinite, seconds >= 0, seconds <= Double(maxSeconds) else {
+            throw AuthError.invalidArgument("seconds must be a number from 0 to \(maxSeconds).")
         }
-        app.emulator.clock.advance(millis: Int64((seconds * 1000).rounded()))
+        guard app.emulator.clock.advance(millis: Int64((seconds * 1000).rounded())) else {
+            throw AuthError.invalidArgument(
+                "The clock offset may not exceed \(EmulatorClock.maxOffsetMillis / 1000) seconds (100 years); POST /emulator/v1/clock:reset returns to the real time.")
+        }
         return Reply(clockJSON(app))
     }
 
@@ -29,16 +34,27 @@ enum EmulatorControls {
         return Reply(clockJSON(app))
     }
 
-    /// A new signing key becomes current; the previous ones stay published so existing tokens still verify.
+    /// Serializes rotations, so the data directory's newest key and the in-memory current key always agree.
+    private static let rotation = Locked(0)
+
+    /// A new signing key becomes current; the previous ones stay published so existing tokens still verify, up to
+    /// `TokenService.maxPublishedKeys` in all. Older keys are retired: unpublished, pruned from the data directory and
+    /// no longer accepted.
     static func rotateKeys(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard app.tokens.mode == .rs256 else {
             throw AuthError("FAILED_PRECONDITION", "Token signing is 'none': there is no key to rotate.")
         }
         let key = try SigningKey(key: RSAKey.generate(bits: 2048), createdAt: app.emulator.clock.nowSeconds())
-        try app.saveSigningKey?(key)
-        app.tokens.rotate(to: key)
-        app.logger.info("signing key rotated", [("kid", key.kid)])
-        return Reply(["kid": .string(key.kid), "publishedKids": .array(app.tokens.publishedKeys.map { .string($0.kid) })])
+        app.tokens.waitForKeys()  // a key generated at start goes in first, so it is never ordered after this one
+        let retired = try rotation.withLock { _ in
+            try app.saveSigningKey?(key)
+            return app.tokens.rotate(to: key)
+        }
+        app.logger.info("signing key rotated", [("kid", key.kid), ("retired", String(retired.count))])
+        return Reply([
+            "kid": .string(key.kid), "publishedKids": .array(app.tokens.publishedKeys.map { .string($0.kid) }),
+            "retiredKids": .array(retired.map { .string($0.kid) }),
+        ])
     }
 
     /// `{"type": "RECAPTCHA" | "PLAY_INTEGRITY"}` → a token that passes `ENFORCE` once, within two minutes.

@@ -60,7 +60,7 @@ public final class PhoneAuthApp: HTTPResponder {
         case .methodNotAllowed:
             return render(error: .methodNotAllowed, for: request)
         case .route(let route):
-            if route.offload, tokens.mode == .rs256, let pool = signingPool {
+            if let pool = signingPool, route.bulk || (route.offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
                     if let r = self.handle(request, route, context) { context.complete(r) }
                 }

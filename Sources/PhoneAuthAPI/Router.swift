@@ -42,6 +42,16 @@ struct Route: Sendable {
     var params: [String: String] = [:]
     /// Legacy v3 path (iOS): replies carry `kind`.
     var legacy = false
+    /// Bulk work (batch deletes and imports, wipes, full listings, export): runs on the worker pool in every signing
+    /// mode, so one large request never holds an event loop (`offload` alone only applies with RS256 signing).
+    var bulk = false
+
+    /// This route, marked as bulk work.
+    var bulkWork: Route {
+        var r = self
+        r.bulk = true
+        return r
+    }
 }
 
 enum Router {
@@ -201,7 +211,7 @@ enum Router {
                 switch m {
                 case "GET": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.get)
                 case "PATCH": r = Route(access: .admin, body: .json, offload: false, handler: Tenants.patch)
-                case "DELETE": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.delete)
+                case "DELETE": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.delete).bulkWork
                 default: return .methodNotAllowed
                 }
                 r.projectId = tail[1]
@@ -219,10 +229,10 @@ enum Router {
         case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: true, handler: Lookup.handle), "POST")
         case "accounts:update": return (Route(access: .adminPath, body: .json, offload: true, handler: UpdateAccount.handle), "POST")
         case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: true, handler: DeleteAccount.handle), "POST")
-        case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete), "POST")
-        case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet), "GET")
-        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query), "POST")
-        case "accounts:batchCreate": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchCreate), "POST")
+        case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete).bulkWork, "POST")
+        case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet).bulkWork, "GET")
+        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query).bulkWork, "POST")
+        case "accounts:batchCreate": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchCreate).bulkWork, "POST")
         default: return nil
         }
     }
@@ -244,7 +254,7 @@ enum Router {
             let project = String(rest[2].dropLast(":export".count))
             guard !project.isEmpty else { return .notFound }
             guard m == "POST" else { return .methodNotAllowed }
-            var r = Route(access: .emulator, body: .json, offload: false, handler: ExportEndpoint.handle)
+            var r = Route(access: .emulator, body: .json, offload: false, handler: ExportEndpoint.handle).bulkWork
             r.projectId = project
             return .route(r)
         }
@@ -261,8 +271,8 @@ enum Router {
         case ("config", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.getConfig)
         case ("config", "PATCH"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorAPI.patchConfig)
         case ("verificationCodes", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.listCodes)
-        case ("verificationCodes", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.clearCodes)
-        case ("accounts", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts)
+        case ("verificationCodes", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.clearCodes).bulkWork
+        case ("accounts", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts).bulkWork
         case ("verificationCodes:wait", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.waitForCode)
         case ("pushNotifications", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorControls.pushNotifications)
         case ("appCredentials", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.mintCredential)

@@ -38,6 +38,9 @@ public struct ServerSettings: Sendable {
     public var allowHosts: [String] = []
     /// The browser boundary built from `host`, `allowOrigins` and `allowHosts`.
     public var boundary = WebBoundary()
+    /// `--max-connections-per-peer N`: connections one address may hold; 0 (default) = half the descriptor budget,
+    /// loopback exempt. An explicit N applies to loopback too.
+    public var maxConnectionsPerPeer = 0
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]
@@ -90,6 +93,10 @@ public struct ServerSettings: Sendable {
                                     (PHONE_AUTH_EMULATOR_MAX_PROJECTS; default 5000)
           --request-timeout S       seconds a client may take to send a whole request before 408
                                     (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
+          --max-connections-per-peer N
+                                    connections one IP address (IPv6: /64) may hold open; more get 503 and are closed
+                                    (PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER; default half the descriptor
+                                    limit, loopback exempt; an explicit N also applies to loopback)
           --log-level L             trace|debug|info|notice|warning|error (PHONE_AUTH_EMULATOR_LOG_LEVEL; default info)
           --log-format F            text|json (PHONE_AUTH_EMULATOR_LOG_FORMAT; default text)
           --help, --version
@@ -106,7 +113,7 @@ public struct ServerSettings: Sendable {
         var flagPhones: [String] = []
         var flagLists: [String: [String]] = [:]
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects", "allow-origin", "allow-host"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects", "allow-origin", "allow-host", "max-connections-per-peer"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -235,6 +242,12 @@ public struct ServerSettings: Sendable {
         if let t = pick("admin-token", "PHONE_AUTH_EMULATOR_ADMIN_TOKEN") {
             guard t.utf8.count >= 8, !t.contains(" ") else { throw SettingsError("invalid --admin-token: use at least 8 characters and no spaces") }
             s.adminToken = t
+        }
+        if let v = pick("max-connections-per-peer", "PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER") {
+            guard let n = Int(v), (0...1_048_576).contains(n) else {
+                throw SettingsError("invalid --max-connections-per-peer '\(v)': expected 0 (automatic) to 1048576")
+            }
+            s.maxConnectionsPerPeer = n
         }
         if let d = pick("data-dir", "PHONE_AUTH_EMULATOR_DATA_DIR") { s.dataDir = d }
         if let d = pick("durability", "PHONE_AUTH_EMULATOR_DURABILITY") {

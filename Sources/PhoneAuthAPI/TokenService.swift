@@ -15,6 +15,9 @@ public enum TokenSigningMode: String, Sendable {
 /// Signs and verifies ID tokens; owns the published key set (the current key first, older ones still published).
 public final class TokenService: Sendable {
     public static let tokenLifetimeSeconds: Int64 = 3600
+    /// Keys published at once: the current key and up to four previous ones. Older keys are retired: dropped from the
+    /// key documents and from the data directory, and tokens they signed are refused (`INVALID_ID_TOKEN`).
+    public static let maxPublishedKeys = 5
     public let mode: TokenSigningMode
     private let keys: Locked<[SigningKey]>
     /// Entered while a key is being generated in the background; anything that needs a key waits on it.
@@ -28,7 +31,7 @@ public final class TokenService: Sendable {
     /// Several published keys, the first one current (restored from a data directory).
     public init(mode: TokenSigningMode, keys published: [SigningKey]) {
         self.mode = mode
-        keys = Locked(published)
+        keys = Locked(Array(published.prefix(Self.maxPublishedKeys)))
     }
 
     /// Generates the first key on its own thread, so the server listens at once (key generation takes 0.1–0.3 s).
@@ -59,11 +62,15 @@ public final class TokenService: Sendable {
     }
     public var currentKey: SigningKey? { publishedKeys.first }
 
-    /// Makes `key` current; the previous keys stay published (at most `keep` in all).
-    public func rotate(to key: SigningKey, keep: Int = 3) {
+    /// Makes `key` current; the previous keys stay published (at most `keep` in all). Returns the retired keys.
+    @discardableResult
+    public func rotate(to key: SigningKey, keep: Int = TokenService.maxPublishedKeys) -> [SigningKey] {
         keys.withLock { k in
             k.insert(key, at: 0)
-            if k.count > keep { k.removeLast(k.count - keep) }
+            guard k.count > max(1, keep) else { return [] }
+            let retired = Array(k[max(1, keep)...])
+            k.removeLast(k.count - max(1, keep))
+            return retired
         }
     }
 
@@ -124,9 +131,19 @@ public final class TokenService: Sendable {
             throw AuthError.invalidIDToken
         }
         let p = jwt.payload
+        // Times are whole seconds within what a timestamp can express (0 … year 9999); anything else, including
+        // numbers beyond Int64, is a malformed token, never arithmetic on a huge value.
+        func seconds(_ v: JSON?) -> Int64? { v?.int64Value.flatMap { (0...Timestamp.maxSeconds).contains($0) ? $0 : nil } }
         guard let sub = p["sub"]?.stringValue ?? p["user_id"]?.stringValue, !sub.isEmpty,
-            let iat = p["iat"]?.int64Value, let exp = p["exp"]?.int64Value
+            let iat = seconds(p["iat"]), let exp = seconds(p["exp"])
         else { throw AuthError.invalidIDToken }
+        let authTime: Int64
+        if let raw = p["auth_time"] {
+            guard let t = seconds(raw) else { throw AuthError.invalidIDToken }
+            authTime = t
+        } else {
+            authTime = iat
+        }
         guard p["aud"]?.stringValue == projectId, p["iss"]?.stringValue == "https://securetoken.google.com/\(projectId)" else {
             throw AuthError.invalidIDToken
         }
@@ -134,7 +151,7 @@ public final class TokenService: Sendable {
         let fb = p["firebase"]?.objectValue
         return TokenIdentity(
             projectId: projectId, tenantId: fb?["tenant"]?.stringValue, localId: sub, issuedAt: iat,
-            authTime: p["auth_time"]?.int64Value ?? iat, signInProvider: fb?["sign_in_provider"]?.stringValue ?? "phone")
+            authTime: authTime, signInProvider: fb?["sign_in_provider"]?.stringValue ?? "phone")
     }
 
     /// `{kid: PEM certificate}` as Google's x509 metadata endpoint.

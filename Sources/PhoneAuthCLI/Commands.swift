@@ -85,10 +85,23 @@ enum Commands {
         if let n = u["displayName"]?.stringValue { rows.append(("name", n)) }
         rows.append(("disabled", u["disabled"]?.boolValue == true ? "yes" : "no"))
         if let c = u["customAttributes"]?.stringValue { rows.append(("claims", c)) }
-        if let t = u["createdAt"]?.stringValue.flatMap({ Int64($0) }) { rows.append(("created", Timestamp.rfc3339(millis: t))) }
-        if let t = u["lastLoginAt"]?.stringValue.flatMap({ Int64($0) }) { rows.append(("last sign-in", Timestamp.rfc3339(millis: t))) }
-        if let v = u["validSince"]?.stringValue.flatMap({ Int64($0) }) { rows.append(("tokens valid since", Timestamp.rfc3339(millis: v * 1000))) }
+        if let t = u["createdAt"] { rows.append(("created", millisText(t))) }
+        if let t = u["lastLoginAt"] { rows.append(("last sign-in", millisText(t))) }
+        if let v = u["validSince"] { rows.append(("tokens valid since", secondsText(v))) }
         return rows
+    }
+
+    /// A time the server sent (epoch milliseconds, as a string or number) as RFC 3339; whatever cannot be one
+    /// (out of range, not an integer) is shown as it came. Never traps.
+    static func millisText(_ v: JSON) -> String {
+        guard let ms = v.stringValue.flatMap({ Int64($0) }) ?? v.int64Value else { return v.stringValue ?? v.serializedString }
+        return Timestamp.rfc3339IfRepresentable(millis: ms) ?? "\(ms) (out of range)"
+    }
+
+    /// The same for epoch seconds (`validSince`, `iat`, `exp`).
+    static func secondsText(_ v: JSON) -> String {
+        guard let s = v.stringValue.flatMap({ Int64($0) }) ?? v.int64Value else { return v.stringValue ?? v.serializedString }
+        return Timestamp.millis(fromSeconds: s).flatMap { Timestamp.rfc3339IfRepresentable(millis: $0) } ?? "\(s) (out of range)"
     }
 
     static func usersList(_ s: Session, _ a: [String]) throws {
@@ -111,7 +124,7 @@ enum Commands {
         if users.isEmpty { s.print("no users"); return }
         s.table(["UID", "PHONE", "DISABLED", "CLAIMS", "CREATED"], users.map { u in
             [u["localId"]?.stringValue ?? "", u["phoneNumber"]?.stringValue ?? "-", u["disabled"]?.boolValue == true ? "yes" : "no",
-             u["customAttributes"]?.stringValue ?? "-", u["createdAt"]?.stringValue.flatMap { Int64($0) }.map { Timestamp.rfc3339(millis: $0) } ?? ""]
+             u["customAttributes"]?.stringValue ?? "-", u["createdAt"].map(millisText) ?? ""]
         })
     }
 
@@ -151,7 +164,7 @@ enum Commands {
         s.print("claims:")
         for (k, v) in jwt.payload {
             if ["iat", "exp", "auth_time", "nbf"].contains(k), let t = v.int64Value {
-                s.print("  \(k): \(t) (\(Timestamp.rfc3339(millis: t * 1000)))")
+                s.print("  \(k): \(t) (\(secondsText(v)))")
             } else {
                 s.print("  \(k): \(v.serializedString)")
             }
@@ -183,7 +196,10 @@ enum Commands {
         checks.append(("iss", iss == wantIss, iss == wantIss ? iss : "\(iss.isEmpty ? "(none)" : iss), expected \(wantIss)"))
         let now = (try c.request("GET", "/emulator/v1/clock")["nowMillis"]?.int64Value ?? Timestamp.systemMillis()) / 1000
         if let exp = jwt.payload["exp"]?.int64Value {
-            checks.append(("exp", now < exp, (now < exp ? "valid for \(exp - now) s more" : "expired \(now - exp) s ago") + " (emulator clock)"))
+            // Saturating: a forged exp may be anywhere in Int64.
+            let left = exp.subtractingReportingOverflow(now), ago = now.subtractingReportingOverflow(exp)
+            let detail = now < exp ? "valid for \(left.overflow ? "∞" : String(left.partialValue)) s more" : "expired \(ago.overflow ? "∞" : String(ago.partialValue)) s ago"
+            checks.append(("exp", now < exp, detail + " (emulator clock)"))
         } else {
             checks.append(("exp", false, "missing"))
         }

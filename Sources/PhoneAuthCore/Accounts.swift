@@ -148,9 +148,9 @@ extension Emulator {
         try store(key).withLock { s throws(AuthError) in
             guard s.users[localId] != nil else { throw AuthError.userNotFound }
             s.deleteUser(localId)
-            try persist([.userDeleted(key, localId)])
+            try persist([.userDeleted(key, localId)])  // deletes the user's refresh tokens on disk too
         }
-        forgetRefreshTokens(key, localId: localId)
+        forgetRefreshTokens(key, localId: localId, persisting: false)
     }
 
     /// Users sorted by localId after `pageToken`, at most `limit`.

@@ -41,7 +41,7 @@ public final class Emulator: Sendable {
     public let maxProjects: Int
     /// Tenants per project (created on first use or explicitly), as Identity Platform's quota.
     public let maxTenantsPerProject: Int
-    private let refreshTokens = Locked<[String: RefreshTokenRecord]>([:])
+    private let refreshTokens = Locked(RefreshTokenIndex())
     private let waiters = Locked<[StoreKey: [CodeWaiter]]>([:])
     private let waiterCount = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
@@ -269,14 +269,14 @@ public final class Emulator: Sendable {
                     changes.append(.refreshTokenSaved(refresh!.0, refresh!.1))
                 }
                 try persist(changes)
-                if let refresh { refreshTokens.withLock { $0[refresh.0] = refresh.1 } }
+                if let refresh { refreshTokens.withLock { $0.insert(refresh.0, refresh.1) } }
             }
             let phone: String
             let viaProof: Bool
             if let proof = temporaryProof, !proof.isEmpty {
                 guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError("MISSING_PHONE_NUMBER") }
                 let p = try PhoneNumber(parsing: raw).e164
-                guard s.temporaryProofs[proof] == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
+                guard s.temporaryProofs.peek(proof, now: now) == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
                 phone = p
                 viaProof = true
             } else {
@@ -316,7 +316,7 @@ public final class Emulator: Sendable {
                 if let owner, owner.localId != user.localId {
                     if viaProof { throw AuthError("PHONE_NUMBER_EXISTS") }
                     let proof = random.token(byteCount: 64)
-                    s.temporaryProofs[proof] = phone
+                    s.temporaryProofs.insert(proof, phone, expiresAt: now + Self.temporaryProofLifetimeMillis, now: now)
                     try done(nil)
                     return .conflict(phoneNumber: phone, temporaryProof: proof)
                 }
@@ -346,6 +346,10 @@ public final class Emulator: Sendable {
         }
     }
 
+    /// A temporary proof (phone-number link conflict) is good for an hour; a store keeps the newest 256.
+    public static let temporaryProofLifetimeMillis: Int64 = 3_600_000
+    public static let maxTemporaryProofs = 256
+
     func newUserID(in s: AuthStore) -> String {
         while true {
             let id = random.userID()
@@ -372,7 +376,7 @@ public final class Emulator: Sendable {
     public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) throws(AuthError) -> String {
         let (token, rec) = newRefreshToken(key, localId: localId, authTime: authTime, signInProvider: signInProvider)
         try persist([.refreshTokenSaved(token, rec)])
-        refreshTokens.withLock { $0[token] = rec }
+        refreshTokens.withLock { $0.insert(token, rec) }
         return token
     }
 
@@ -383,15 +387,18 @@ public final class Emulator: Sendable {
     }
 
     func restoreRefreshTokens(_ tokens: [(String, RefreshTokenRecord)]) {
-        refreshTokens.withLock { m in for (t, r) in tokens { m[t] = r } }
+        refreshTokens.withLock { m in for (t, r) in tokens { m.insert(t, r) } }
     }
 
     /// Every refresh token (for tests and exports).
-    public var refreshTokenCount: Int { refreshTokens.withLock { $0.count } }
+    public var refreshTokenCount: Int { refreshTokens.withLock { $0.byToken.count } }
+
+    /// Index entries removals have visited so far (a test hook: deleting a user must visit only that user's tokens).
+    var refreshTokenIndexVisits: Int { refreshTokens.withLock { $0.visited } }
 
     /// Exchanges a refresh token: the record and the current user (production's checks: deleted, disabled, revoked).
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
-        guard let rec = refreshTokens.withLock({ $0[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
+        guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
         let now = clock.nowMillis()
         let user = try store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)).withLock { s throws(AuthError) -> UserRecord in
             guard var u = s.users[rec.localId] else { throw AuthError.userNotFound }
@@ -405,11 +412,12 @@ public final class Emulator: Sendable {
         return (rec, user)
     }
 
-    /// Drops refresh tokens of a deleted user (or of a whole store when `localId` is nil).
-    public func forgetRefreshTokens(_ key: StoreKey, localId: String?) {
-        try? persist([.refreshTokensDeleted(key, localId: localId)])
+    /// Drops refresh tokens of a deleted user (or of a whole store when `localId` is nil): O(those tokens), through
+    /// the per-user index. `persisting: false` when the caller's own journal change already deleted them on disk.
+    public func forgetRefreshTokens(_ key: StoreKey, localId: String?, persisting: Bool = true) {
+        if persisting { try? persist([.refreshTokensDeleted(key, localId: localId)]) }
         refreshTokens.withLock { m in
-            m = m.filter { !($0.value.projectId == key.projectId && $0.value.tenantId == key.tenantId && (localId == nil || $0.value.localId == localId)) }
+            if let localId { m.removeUser(key, localId) } else { m.removeStore(key) }
         }
     }
 
@@ -468,9 +476,46 @@ public final class Emulator: Sendable {
             s.users.removeAll()
             s.phoneIndex.removeAll()
             s.temporaryProofs.removeAll()
-            try? persist([.usersWiped(key)])
+            try? persist([.usersWiped(key)])  // deletes the store's refresh tokens on disk too
         }
-        forgetRefreshTokens(key, localId: nil)
+        forgetRefreshTokens(key, localId: nil, persisting: false)
+    }
+}
+
+/// Refresh tokens by token (redeem) and by store and user (delete), so removing a user's tokens costs O(its tokens)
+/// instead of a scan of every token.
+struct RefreshTokenIndex: Sendable {
+    var byToken: [String: RefreshTokenRecord] = [:]
+    var byUser: [StoreKey: [String: Set<String>]] = [:]
+    /// Index entries visited by removals (test hook).
+    var visited = 0
+
+    mutating func insert(_ token: String, _ rec: RefreshTokenRecord) {
+        if let old = byToken[token] { unlink(token, old) }
+        byToken[token] = rec
+        byUser[StoreKey(projectId: rec.projectId, tenantId: rec.tenantId), default: [:]][rec.localId, default: []].insert(token)
+    }
+
+    private mutating func unlink(_ token: String, _ rec: RefreshTokenRecord) {
+        let key = StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)
+        byUser[key]?[rec.localId]?.remove(token)
+        if byUser[key]?[rec.localId]?.isEmpty == true { byUser[key]?[rec.localId] = nil }
+        if byUser[key]?.isEmpty == true { byUser[key] = nil }
+    }
+
+    mutating func removeUser(_ key: StoreKey, _ localId: String) {
+        guard let tokens = byUser[key]?.removeValue(forKey: localId) else { return }
+        if byUser[key]?.isEmpty == true { byUser[key] = nil }
+        for t in tokens { byToken[t] = nil }
+        visited += tokens.count
+    }
+
+    mutating func removeStore(_ key: StoreKey) {
+        guard let users = byUser.removeValue(forKey: key) else { return }
+        for (_, tokens) in users {
+            for t in tokens { byToken[t] = nil }
+            visited += tokens.count
+        }
     }
 }
 

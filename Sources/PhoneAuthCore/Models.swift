@@ -136,8 +136,8 @@ public struct AuthStore: Sendable {
     public var phoneIndex: [String: String] = [:]
     public var sessions = SessionTable()
     public var nextSequence: UInt64 = 0
-    /// temporaryProof → phone number (link conflicts).
-    public var temporaryProofs: [String: String] = [:]
+    /// temporaryProof → phone number (link conflicts); expiring and capped (`Emulator.temporaryProofLifetimeMillis`).
+    public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
     /// Set for tenant stores: the tenant's settings.
     public var tenant: TenantSettings?
     /// Opt-in send limits' windows.

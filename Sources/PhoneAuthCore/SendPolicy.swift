@@ -39,19 +39,32 @@ public struct SendWindows: Sendable {
     }
 }
 
-/// Credential state kept per project (or tenant).
+/// Credential state kept per project (or tenant). Everything here is created without credentials, so it expires
+/// (on the emulator clock) and is capped per store, the oldest evicted first.
 public struct CredentialState: Sendable {
-    /// token → (type, expiresAt)
-    public var minted: [String: (MintedCredentialType, Int64)] = [:]
-    /// iOS receipt → (secret, expiresAt)
-    public var receipts: [String: (String, Int64)] = [:]
-    public var pushes: [PushNotification] = []
+    /// Unconsumed minted credentials a store keeps.
+    public static let maxMinted = 256
+    /// Unused iOS receipts a store keeps.
+    public static let maxReceipts = 256
+    /// Recorded silent pushes a store keeps (`GET …/pushNotifications`).
+    public static let maxPushes = 50
+
+    /// token → type
+    public var minted = ExpiringTable<MintedCredentialType>(capacity: maxMinted)
+    /// iOS receipt → secret
+    public var receipts = ExpiringTable<String>(capacity: maxReceipts)
+    /// receipt → the push that carried it
+    public var pushes = ExpiringTable<PushNotification>(capacity: maxPushes)
 }
 
 extension Emulator {
     static let regionBlocked = AuthError("OPERATION_NOT_ALLOWED", "SMS unable to be sent until this region enabled by the app developer")
-    /// Minted tokens and iOS receipts live this long (reCAPTCHA tokens expire after two minutes in production).
-    static let credentialLifetimeMillis: Int64 = 120_000
+    /// Minted tokens, iOS receipts and their pushes live this long (reCAPTCHA tokens expire after two minutes in
+    /// production).
+    public static let credentialLifetimeMillis: Int64 = 120_000
+    /// The longest `appToken` `verifyClient` takes: APNs device tokens are hex, 64 characters today and at most 200
+    /// (100 bytes) as Apple documents.
+    public static let maxAppTokenLength = 200
 
     /// App verification, region policy and limits for a non-fictional number, in production's order.
     /// Runs under the store lock; records the send in the windows when everything passes.
@@ -86,9 +99,8 @@ extension Emulator {
     /// `ENFORCE`: one valid credential is required. Valid ones are single use.
     static func verifyApp(_ state: inout CredentialState, _ c: AppCredentials, now: Int64) throws(AuthError) {
         func take(_ token: String?, _ type: MintedCredentialType) -> Bool {
-            guard let token, let (t, exp) = state.minted[token], t == type else { return false }
-            state.minted[token] = nil
-            return now < exp
+            guard let token, state.minted.peek(token, now: now) == type else { return false }
+            return state.minted.take(token, now: now) != nil
         }
         let captcha = c.captchaResponse.flatMap { $0 == "NO_RECAPTCHA" || $0.isEmpty ? nil : $0 }
         let recaptcha = [c.recaptchaToken, captcha].compactMap { $0 }.filter { !$0.isEmpty }
@@ -97,10 +109,10 @@ extension Emulator {
         if recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("MISSING_APP_CREDENTIAL") }
         for t in recaptcha where take(t, .recaptcha) { return }
         for t in play where take(t, .playIntegrity) { return }
-        if hasIOS, let r = c.iosReceipt, let (secret, exp) = state.receipts[r], now < exp, let given = c.iosSecret,
+        if hasIOS, let r = c.iosReceipt, let secret = state.receipts.peek(r, now: now), let given = c.iosSecret,
             constantTimeEquals(given, secret)
         {
-            state.receipts[r] = nil
+            _ = state.receipts.take(r, now: now)
             return
         }
         if !recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("CAPTCHA_CHECK_FAILED", "Recaptcha verification failed - MALFORMED") }
@@ -113,25 +125,35 @@ extension Emulator {
         let prefix = type == .recaptcha ? "emu-recaptcha-" : "emu-play-integrity-"
         let token = prefix + random.token(byteCount: 32)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { $0.credentials.minted[token] = (type, exp) }
+        store(key).state.withLock { $0.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
         return (token, exp)
     }
 
     /// iOS `verifyClient`: records the silent push `{appToken, receipt, secret}` and returns the receipt.
+    /// The app token must look like an APNs device token: at most `maxAppTokenLength` printable ASCII characters
+    /// (`INVALID_APP_CREDENTIAL` otherwise, which makes the iOS SDK fall back to reCAPTCHA as in production).
     public func verifyClient(_ key: StoreKey, appToken: String?) throws(AuthError) -> String {
         guard let appToken, !appToken.isEmpty else { throw AuthError("MISSING_IOS_APP_TOKEN") }
+        guard appToken.utf8.count <= Self.maxAppTokenLength, appToken.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw AuthError("INVALID_APP_CREDENTIAL")
+        }
         let now = clock.nowMillis()
         let receipt = random.token(byteCount: 32)
         let secret = random.token(byteCount: 12)
+        let exp = now + Self.credentialLifetimeMillis
         store(key).state.withLock { s in
-            s.credentials.receipts[receipt] = (secret, now + Self.credentialLifetimeMillis)
-            s.credentials.pushes.append(PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now))
-            if s.credentials.pushes.count > 1000 { s.credentials.pushes.removeFirst(s.credentials.pushes.count - 1000) }
+            s.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
+            s.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
+                                        expiresAt: exp, now: now)
         }
         return receipt
     }
 
-    public func pushNotifications(_ key: StoreKey) -> [PushNotification] { store(key).read { $0.credentials.pushes } }
+    /// Recorded pushes whose receipts have not expired, oldest first (at most `CredentialState.maxPushes`).
+    public func pushNotifications(_ key: StoreKey) -> [PushNotification] {
+        let now = clock.nowMillis()
+        return store(key).read { $0.credentials.pushes.values(now: now) }
+    }
 }
 
 /// Someone waiting for the next code of a number (the inbox long-poll). Fires exactly once.

@@ -12,7 +12,13 @@ extension WallClock {
 }
 
 /// The emulator's clock: the system time (or a fixed start, for tests) plus an offset that the emulator API advances.
+/// The offset is bounded (`maxOffsetMillis`) and every read saturates, so no sequence of advances can overflow.
 public final class EmulatorClock: WallClock {
+    /// One advance moves time by at most ten years.
+    public static let maxAdvanceMillis: Int64 = 10 * 365 * 86_400_000
+    /// The total offset stays within a hundred years of the base time.
+    public static let maxOffsetMillis: Int64 = 100 * 365 * 86_400_000
+
     private let fixedStart: Int64?
     private let offset = Atomic<Int64>(0)
 
@@ -23,11 +29,24 @@ public final class EmulatorClock: WallClock {
     public init(fixedAtMillis startMillis: Int64) { fixedStart = startMillis }
 
     public func nowMillis() -> Int64 {
-        (fixedStart ?? Timestamp.systemMillis()) + offset.load(ordering: .acquiring)
+        let (sum, overflow) = (fixedStart ?? Timestamp.systemMillis()).addingReportingOverflow(offset.load(ordering: .acquiring))
+        return overflow ? Int64.max : sum
     }
 
-    /// Moves time forward by `millis` (negative values are refused by callers).
-    public func advance(millis: Int64) { offset.wrappingAdd(millis, ordering: .acquiringAndReleasing) }
+    /// Moves time forward by `millis` (0 … `maxAdvanceMillis`) unless the total offset would pass `maxOffsetMillis`.
+    /// Returns false (and changes nothing) when refused.
+    @discardableResult
+    public func advance(millis: Int64) -> Bool {
+        guard millis >= 0, millis <= Self.maxAdvanceMillis else { return false }
+        var current = offset.load(ordering: .acquiring)
+        while true {
+            let next = current + millis  // both ≤ 100 years of milliseconds: no overflow
+            guard next <= Self.maxOffsetMillis else { return false }
+            let (exchanged, original) = offset.compareExchange(expected: current, desired: next, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+    }
 
     /// Returns to the base time.
     public func reset() { offset.store(0, ordering: .releasing) }

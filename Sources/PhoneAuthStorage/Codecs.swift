@@ -3,6 +3,26 @@ import PhoneAuthCore
 
 /// Storage encodings of the core records (JSON documents, versioned by field presence).
 enum Codecs {
+    /// An Int64 field. JSON numbers are doubles, exact only up to 2^53: larger magnitudes are stored as decimal strings
+    /// so every value reads back exactly (the API keeps client times far below; rows stay readable by older versions).
+    static func int(_ v: Int64) -> JSON { v.magnitude <= 1 << 53 ? .int(v) : .string(String(v)) }
+    static func int(_ v: UInt64) -> JSON { v <= 1 << 53 ? .int(v) : .string(String(v)) }
+
+    /// Reads what `int` wrote, and numbers from older rows. A number beyond Int64 (an older version could store one
+    /// from a client value) saturates instead of making the whole row, and so the data directory, unreadable.
+    static func int64(_ v: JSON?) -> Int64? {
+        switch v {
+        case .string(let s)?: return Int64(s)
+        case .number(let d)?:
+            guard d.isFinite else { return nil }
+            if let exact = v?.int64Value { return exact }
+            if d >= 9.2e18 { return Int64.max }
+            if d <= -9.2e18 { return Int64.min }
+            return Int64(d.rounded(.towardZero))
+        default: return nil
+        }
+    }
+
     static func encode(_ u: UserRecord) -> String {
         var o = JSONObject()
         o["localId"] = .string(u.localId)
@@ -13,10 +33,10 @@ enum Codecs {
         o["emailVerified"] = .bool(u.emailVerified)
         o["disabled"] = .bool(u.disabled)
         o.set("customAttributes", u.customAttributes.map(JSON.string))
-        o["createdAt"] = .int(u.createdAt)
-        o.set("lastLoginAt", u.lastLoginAt.map { .int($0) })
-        o.set("lastRefreshAt", u.lastRefreshAt.map { .int($0) })
-        o.set("validSince", u.validSince.map { .int($0) })
+        o["createdAt"] = int(u.createdAt)
+        o.set("lastLoginAt", u.lastLoginAt.map(int))
+        o.set("lastRefreshAt", u.lastRefreshAt.map(int))
+        o.set("validSince", u.validSince.map(int))
         o.set("tenantId", u.tenantId.map(JSON.string))
         o.set("passwordHash", u.passwordHash.map(JSON.string))
         return JSON.object(o).serializedString
@@ -24,7 +44,7 @@ enum Codecs {
 
     static func decodeUser(_ text: String) -> UserRecord? {
         guard case .object(let o)? = try? JSONParser.parse(text), let id = o["localId"]?.stringValue,
-            let created = o["createdAt"]?.int64Value
+            let created = int64(o["createdAt"])
         else { return nil }
         var u = UserRecord(localId: id, createdAt: created)
         u.phoneNumber = o["phoneNumber"]?.stringValue
@@ -34,9 +54,9 @@ enum Codecs {
         u.emailVerified = o["emailVerified"]?.boolValue ?? false
         u.disabled = o["disabled"]?.boolValue ?? false
         u.customAttributes = o["customAttributes"]?.stringValue
-        u.lastLoginAt = o["lastLoginAt"]?.int64Value
-        u.lastRefreshAt = o["lastRefreshAt"]?.int64Value
-        u.validSince = o["validSince"]?.int64Value
+        u.lastLoginAt = int64(o["lastLoginAt"])
+        u.lastRefreshAt = int64(o["lastRefreshAt"])
+        u.validSince = int64(o["validSince"])
         u.tenantId = o["tenantId"]?.stringValue
         u.passwordHash = o["passwordHash"]?.stringValue
         return u
@@ -44,9 +64,9 @@ enum Codecs {
 
     static func encode(_ s: VerificationSession) -> String {
         var o: JSONObject = ["sessionInfo": .string(s.sessionInfo), "phoneNumber": .string(s.phoneNumber), "code": .string(s.code),
-                             "createdAt": .int(s.createdAt), "fictional": .bool(s.fictional), "kind": .string(s.kind.rawValue),
-                             "sequence": .int(s.sequence)]
-        o.set("expiresAt", s.expiresAt.map { .int($0) })
+                             "createdAt": int(s.createdAt), "fictional": .bool(s.fictional), "kind": .string(s.kind.rawValue),
+                             "sequence": int(s.sequence)]
+        o.set("expiresAt", s.expiresAt.map(int))
         o.set("attemptsLeft", s.attemptsLeft.map { .int($0) })
         o.set("appSignatureHash", s.appSignatureHash.map(JSON.string))
         return JSON.object(o).serializedString
@@ -54,18 +74,18 @@ enum Codecs {
 
     static func decodeSession(_ text: String) -> VerificationSession? {
         guard case .object(let o)? = try? JSONParser.parse(text), let id = o["sessionInfo"]?.stringValue.flatMap(SessionID.init),
-            let phone = o["phoneNumber"]?.stringValue, let code = o["code"]?.stringValue, let created = o["createdAt"]?.int64Value
+            let phone = o["phoneNumber"]?.stringValue, let code = o["code"]?.stringValue, let created = int64(o["createdAt"])
         else { return nil }
         return VerificationSession(
-            id: id, phoneNumber: phone, code: code, createdAt: created, expiresAt: o["expiresAt"]?.int64Value,
+            id: id, phoneNumber: phone, code: code, createdAt: created, expiresAt: int64(o["expiresAt"]),
             attemptsLeft: o["attemptsLeft"]?.int64Value.map { Int($0) }, fictional: o["fictional"]?.boolValue ?? false,
             kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn,
-            appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, o["sequence"]?.int64Value ?? 0)))
+            appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, int64(o["sequence"]) ?? 0)))
     }
 
     static func encode(_ r: RefreshTokenRecord) -> String {
-        var o: JSONObject = ["projectId": .string(r.projectId), "localId": .string(r.localId), "authTime": .int(r.authTime),
-                             "signInProvider": .string(r.signInProvider), "issuedAt": .int(r.issuedAt)]
+        var o: JSONObject = ["projectId": .string(r.projectId), "localId": .string(r.localId), "authTime": int(r.authTime),
+                             "signInProvider": .string(r.signInProvider), "issuedAt": int(r.issuedAt)]
         o.set("tenantId", r.tenantId.map(JSON.string))
         return JSON.object(o).serializedString
     }
@@ -73,8 +93,8 @@ enum Codecs {
     static func decodeRefreshToken(_ text: String) -> RefreshTokenRecord? {
         guard case .object(let o)? = try? JSONParser.parse(text), let p = o["projectId"]?.stringValue, let l = o["localId"]?.stringValue
         else { return nil }
-        return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: o["authTime"]?.int64Value ?? 0,
-                                  signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: o["issuedAt"]?.int64Value ?? 0)
+        return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: int64(o["authTime"]) ?? 0,
+                                  signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: int64(o["issuedAt"]) ?? 0)
     }
 
     static func encode(_ c: ProjectConfig, _ t: TenantSettings?) -> String {

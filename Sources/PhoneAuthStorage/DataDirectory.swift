@@ -61,6 +61,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                     PRIMARY KEY (project, tenant)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS refresh_tokens (token TEXT PRIMARY KEY, project TEXT NOT NULL, tenant TEXT NOT NULL,
                     local_id TEXT NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS refresh_tokens_by_user ON refresh_tokens (project, tenant, local_id);
                 CREATE TABLE IF NOT EXISTS signing_keys (kid TEXT PRIMARY KEY, pem TEXT NOT NULL, created INTEGER NOT NULL) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');
                 """)
@@ -263,9 +264,38 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         }
     }
 
-    public func saveSigningKey(kid: String, pem: String, created: Int64) throws {
+    /// Stores a key as the newest one (its `created` order is kept strictly increasing, whatever the system clock
+    /// does) and, with `keepNewest`, deletes all but that many newest keys in the same transaction: retired keys
+    /// leave the disk, so a restart never publishes them again.
+    public func saveSigningKey(kid: String, pem: String, created: Int64, keepNewest: Int? = nil) throws {
         try withConnection { c in
-            try c.run("INSERT OR REPLACE INTO signing_keys (kid, pem, created) VALUES (?, ?, ?)", [.text(kid), .text(pem), .int(created)])
+            try c.run("BEGIN IMMEDIATE", [])
+            do {
+                let newest = try c.query("SELECT MAX(created) FROM signing_keys WHERE kid != ?", [.text(kid)]).first?.first?.int ?? Int64.min
+                let order = newest == Int64.min ? created : max(created, newest &+ 1)
+                try c.run("INSERT OR REPLACE INTO signing_keys (kid, pem, created) VALUES (?, ?, ?)", [.text(kid), .text(pem), .int(order)])
+                if let keepNewest { try Self.prune(c, keepNewest) }
+                try c.run("COMMIT", [])
+            } catch {
+                try? c.exec("ROLLBACK")
+                throw error
+            }
         }
+    }
+
+    /// Deletes all but the `keepNewest` newest keys; returns how many were deleted.
+    @discardableResult
+    public func pruneSigningKeys(keepNewest: Int) throws -> Int {
+        try withConnection { c in
+            let before = try c.query("SELECT COUNT(*) FROM signing_keys").first?.first?.int ?? 0
+            try Self.prune(c, keepNewest)
+            let after = try c.query("SELECT COUNT(*) FROM signing_keys").first?.first?.int ?? 0
+            return Int(before - after)
+        }
+    }
+
+    private static func prune(_ c: SQLiteConnection, _ keepNewest: Int) throws {
+        try c.run("DELETE FROM signing_keys WHERE kid NOT IN (SELECT kid FROM signing_keys ORDER BY created DESC, kid LIMIT ?)",
+                  [.int(Int64(max(1, keepNewest)))])
     }
 }

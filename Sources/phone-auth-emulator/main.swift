@@ -52,6 +52,9 @@ case .run(let s):
 let logSink = AsyncStandardErrorSink()
 logSinkForFailures = logSink
 let logger = Logger(label: "phone-auth-emulator", level: settings.logLevel, format: settings.logFormat, sink: logSink)
+// Idle keep-alive connections must not be what runs the server out of descriptors: use all the hard limit allows.
+let descriptors = DescriptorLimit.raiseSoftToHard()
+logger.debug("descriptor limit", [("before", String(descriptors.before)), ("now", String(descriptors.after))])
 let clock = EmulatorClock()
 
 // Durable state, if asked for: opened (and locked) before anything else touches it.
@@ -80,13 +83,18 @@ if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
             }
         }
         if let dataDir {
-            for (_, pem) in try dataDir.signingKeys() {
+            // The --signing-key key is the newest; only the newest TokenService.maxPublishedKeys stay on disk, so keys
+            // retired before (or by) this start are pruned and never published again.
+            let keep = TokenService.maxPublishedKeys
+            if let current = signingKeys.first {
+                try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis(), keepNewest: keep)
+            } else {
+                try dataDir.pruneSigningKeys(keepNewest: keep)
+            }
+            for (_, pem) in try dataDir.signingKeys().prefix(keep) {
                 let k = try SigningKey(key: try RSAKey.privateKey(pem: Array(pem.utf8)), createdAt: clock.nowSeconds())
                 if !signingKeys.contains(where: { $0.kid == k.kid }) { signingKeys.append(k) }
             }
-        }
-        if let dataDir, let current = signingKeys.first {
-            try dataDir.saveSigningKey(kid: current.kid, pem: try current.key.privateKeyPEM(), created: Timestamp.systemMillis())
         }
     } catch {
         fail("cannot prepare the signing keys: \(error)", code: 1)
@@ -110,12 +118,14 @@ let tokens = TokenService(mode: settings.tokenSigning, keys: signingKeys)
 // Thread layout: event loops and signing threads (tunable for benchmarking; defaults measured in bench/).
 let loopCount = Files.environment("PHONE_AUTH_EMULATOR_EVENT_LOOPS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? min(cpus, 4)
 let signerCount = Files.environment("PHONE_AUTH_EMULATOR_SIGNING_THREADS").flatMap { Int($0) }.map { max(1, min($0, 64)) } ?? cpus
-let pool = settings.tokenSigning == .rs256 ? WorkerPool(threads: signerCount) : nil
+// The worker pool signs tokens (rs256) and runs bulk admin work (batch deletes, wipes, imports) in every mode.
+let pool = WorkerPool(threads: settings.tokenSigning == .rs256 ? signerCount : min(2, signerCount))
 let durableKeys: DataDirectory? = dataDir
 var saveKey: (@Sendable (SigningKey) throws -> Void)? = nil
 if let dir = durableKeys {
     saveKey = { @Sendable (key: SigningKey) throws in
-        try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis())
+        try dir.saveSigningKey(kid: key.kid, pem: try key.key.privateKeyPEM(), created: Timestamp.systemMillis(),
+                               keepNewest: TokenService.maxPublishedKeys)
     }
 }
 // --export-root: must be an existing directory (the default, the working directory, always is).
@@ -146,7 +156,8 @@ if let dir = settings.importDir {
 var policy = ConnectionPolicy()
 policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
 let server = HTTPServer(
-    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy),
+    configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy,
+                                            maxConnectionsPerPeer: settings.maxConnectionsPerPeer),
     responder: app, logger: logger)
 
 let port: Int
@@ -156,6 +167,10 @@ do {
     fail("\(error)", code: 1)
 }
 
+if let limits = server.connectionLimits {
+    logger.debug("connection limits", [("total", String(limits.total)), ("perPeer", String(limits.perPeer)),
+                                       ("loopbackCapped", limits.perPeerAppliesToLoopback ? "yes" : "no")])
+}
 let shownHost = settings.host.contains(":") && !settings.host.hasPrefix("[") ? "[\(settings.host)]" : settings.host
 printLine("listening on http://\(shownHost):\(port)")
 let fictional = settings.projects[settings.projectId]?.testPhoneNumbers.count ?? 0
@@ -171,7 +186,7 @@ if settings.host != "127.0.0.1" && settings.host != "localhost" && settings.host
 let signal = csys_wait_termination_signal()
 logger.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"), shutting down")
 server.shutdown()
-pool?.shutdown()
+pool.shutdown()
 var exitCode: Int32 = 0
 if let dir = settings.exportOnExit {
     do {
