@@ -52,7 +52,8 @@ public final class PhoneAuthApp: HTTPResponder {
     /// Runs a routed request (on the loop, or on the signing pool); nil when the handler answers later.
     func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext) -> HTTPResponse? {
         do {
-            let call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
+            var call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
+            call.onClose = { context.onClose($0) }
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
