@@ -89,6 +89,10 @@ final class EventLoop: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
 
     var openConnections: Int { connectionCount.load(ordering: .relaxed) }
+    #if DEBUG
+    /// Connection events handled (debug builds): tests check an idle or half-closed connection costs none.
+    let connectionEvents = Atomic<Int>(0)
+    #endif
 
     init(index: Int, listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger) throws {
         self.index = index
@@ -171,6 +175,9 @@ final class EventLoop: @unchecked Sendable {
                     case EventLoop.wakeTag: drainWake()
                     default:
                         guard let c = connections[tag] else { continue }
+                        #if DEBUG
+                        connectionEvents.wrappingAdd(1, ordering: .relaxed)
+                        #endif
                         handle(c, events: ev.events, now: now)
                     }
                 }
