@@ -70,17 +70,72 @@ struct SessionRecord: Sendable {
 
 /// One number's pending sessions in creation order. Ids of removed sessions stay until more than half the entries
 /// are stale, then the list is compacted, so every operation is O(1) amortised and a read is O(result).
-struct PhoneSessions: Sendable {
-    /// The first entry inline (most numbers have one pending session: no allocation).
-    var head: SessionID
-    var rest: [SessionID] = []
-    /// Entries still pending.
-    var live: Int32 = 1
+enum PhoneSessions: Sendable {
+    /// The common case, inline (no allocation): one pending session.
+    case one(SessionID)
+    /// Several, oldest first; `live` of them still pending.
+    case many([SessionID], live: Int32)
 
-    init(_ id: SessionID) { head = id }
+    var total: Int {
+        switch self {
+        case .one: 1
+        case .many(let ids, _): ids.count
+        }
+    }
 
-    var total: Int { 1 + rest.count }
-    subscript(i: Int) -> SessionID { i == 0 ? head : rest[i - 1] }
+    var live: Int {
+        switch self {
+        case .one: 1
+        case .many(_, let live): Int(live)
+        }
+    }
+
+    subscript(i: Int) -> SessionID {
+        switch self {
+        case .one(let id): id
+        case .many(let ids, _): ids[i]
+        }
+    }
+
+    var ids: [SessionID] {
+        switch self {
+        case .one(let id): [id]
+        case .many(let ids, _): ids
+        }
+    }
+}
+
+/// Number → its pending sessions. E.164 numbers (all that sends create) are keyed by their digits packed in a
+/// UInt64: 8-byte keys that hash fast and allocate nothing; anything else falls back to a String key.
+struct PhoneIndex: Sendable {
+    private var packed: [UInt64: PhoneSessions] = [:]
+    private var other: [String: PhoneSessions] = [:]
+
+    /// `+` and 1–15 digits, the first not 0: the digits' value identifies the number.
+    static func pack(_ phone: String) -> UInt64? {
+        var s = phone
+        return s.withUTF8 { b -> UInt64? in
+            guard b.count >= 2, b.count <= 16, b[0] == UInt8(ascii: "+"), b[1] >= UInt8(ascii: "1"), b[1] <= UInt8(ascii: "9") else { return nil }
+            var v: UInt64 = 0
+            for k in 1..<b.count {
+                let d = b[k] &- UInt8(ascii: "0")
+                guard d <= 9 else { return nil }
+                v = v * 10 + UInt64(d)
+            }
+            return v
+        }
+    }
+
+    subscript(phone: String) -> PhoneSessions? {
+        get { if let k = Self.pack(phone) { packed[k] } else { other[phone] } }
+        set { if let k = Self.pack(phone) { packed[k] = newValue } else { other[phone] = newValue } }
+    }
+
+    /// Removes and returns a number's list (so it can be changed without copying).
+    mutating func take(_ phone: String) -> PhoneSessions? {
+        if let k = Self.pack(phone) { return packed.removeValue(forKey: k) }
+        return other.removeValue(forKey: phone)
+    }
 }
 
 /// A run of the creation order: (sequence, id) pairs sorted by sequence; removed ones stay until compacted.
@@ -111,7 +166,7 @@ public struct SessionTable: Sendable {
     private var cursor = 0
     public private(set) var count = 0
     private var order: [OrderChunk] = []
-    private var phones: [String: PhoneSessions] = [:]
+    private var phones = PhoneIndex()
     /// Android SMS Retriever hashes, for the few sessions that have one.
     private var appHashes: [SessionID: String] = [:]
 
@@ -157,7 +212,7 @@ public struct SessionTable: Sendable {
     public mutating func removeAll() {
         shards = Array(repeating: [:], count: Self.shardCount)
         order = []
-        phones = [:]
+        phones = PhoneIndex()
         appHashes = [:]
         count = 0
     }
@@ -220,7 +275,7 @@ public struct SessionTable: Sendable {
     }
 
     /// How many sessions a number has pending.
-    public func count(phone: String) -> Int { phones[phone].map { Int($0.live) } ?? 0 }
+    public func count(phone: String) -> Int { phones[phone]?.live ?? 0 }
 
     // MARK: removal
 
@@ -272,26 +327,22 @@ public struct SessionTable: Sendable {
             order.append(OrderChunk(entries: entries, live: 1))
         }
         // The number's list.
-        guard var list = phones.removeValue(forKey: r.phoneNumber) else {
-            phones[r.phoneNumber] = PhoneSessions(id)
+        guard var list = phones.take(r.phoneNumber) else {
+            phones[r.phoneNumber] = .one(id)
             return
         }
-        let lastID = list[list.total - 1]
+        var ids = list.ids
+        let live = list.live
+        list = .one(id)  // drops the enum's reference: `ids` is unique, so appending does not copy it
+        let lastID = ids[ids.count - 1]
         if let last = shards[lastID.shard][lastID], last.sequence > seq {
             // Out of order (never from sends; restores insert in creation order): before the first later entry.
             let shards = self.shards
-            let later = { (x: SessionID) in x != id && (shards[x.shard][x]?.sequence ?? 0) > seq }
-            if later(list.head) {
-                list.rest.insert(list.head, at: 0)
-                list.head = id
-            } else {
-                list.rest.insert(id, at: list.rest.firstIndex(where: later) ?? list.rest.count)
-            }
+            ids.insert(id, at: ids.firstIndex { $0 != id && (shards[$0.shard][$0]?.sequence ?? 0) > seq } ?? ids.count)
         } else {
-            list.rest.append(id)
+            ids.append(id)
         }
-        list.live += 1
-        phones[r.phoneNumber] = list
+        phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live + 1))
     }
 
     /// Called after `id` left the shards.
@@ -307,18 +358,18 @@ public struct SessionTable: Sendable {
                 order[c].live = order[c].entries.count
             }
         }
-        guard var list = phones.removeValue(forKey: r.phoneNumber) else { return }
-        list.live -= 1
-        guard list.live > 0 else { return }
-        if list.total > 8 && Int(list.live) * 2 < list.total {
-            noteVisits(list.total)
-            let live = (0..<list.total).map { list[$0] }.filter { shards[$0.shard][$0]?.phoneNumber == r.phoneNumber }
-            guard let first = live.first else { return }
-            list.head = first
-            list.rest = Array(live.dropFirst())
-            list.live = Int32(live.count)
+        guard var list = phones.take(r.phoneNumber) else { return }
+        let live = list.live - 1
+        guard live > 0, case .many(var ids, _) = list else { return }
+        list = .one(id)  // drops the enum's reference to `ids`
+        if ids.count > 8 && live * 2 < ids.count {
+            noteVisits(ids.count)
+            ids.removeAll { shards[$0.shard][$0]?.phoneNumber != r.phoneNumber }
+            guard !ids.isEmpty else { return }
+            phones[r.phoneNumber] = ids.count == 1 ? .one(ids[0]) : .many(ids, live: Int32(clamping: ids.count))
+        } else {
+            phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live))
         }
-        phones[r.phoneNumber] = list
     }
 
     /// The chunk whose entries hold (sequence, id), if any.

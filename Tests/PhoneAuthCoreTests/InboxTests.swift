@@ -27,7 +27,8 @@ final class InboxIndexTests: XCTestCase {
         var rng = SplitMix(seed: 3)
         var t = SessionTable()
         var model: [SessionID: VerificationSession] = [:]
-        let phones = (0..<9).map { "+1555000000\($0)" }
+        // Seven E.164 numbers (packed keys) and two that are not (String keys).
+        let phones = (0..<7).map { "+1555000000\($0)" } + ["+0123456", "+12345678901234567"]
         var n = 0
         var now: Int64 = 0
         func check() {
@@ -85,6 +86,14 @@ final class InboxIndexTests: XCTestCase {
             if step % 50 == 0 { check() }
         }
         check()
+    }
+
+    func testPhoneKeysPackOnlyE164() {
+        XCTAssertEqual(PhoneIndex.pack("+16505554567"), 16_505_554_567)
+        XCTAssertEqual(PhoneIndex.pack("+999999999999999"), 999_999_999_999_999)
+        for odd in ["", "+", "16505554567", "+06505554567", "+1650555456x", "+1234567890123456", "+1 650"] {
+            XCTAssertNil(PhoneIndex.pack(odd), odd)
+        }
     }
 
     /// Sessions inserted out of creation order (the journal restores in order, but nothing relies on it) still
