@@ -136,6 +136,12 @@ final class InboxLiveTests: XCTestCase {
         XCTAssertEqual(e?["status"], "INVALID_ARGUMENT")
         XCTAssertTrue(e?["message"]?.stringValue?.hasPrefix("Invalid JSON payload received. Too many keys in one object (more than 10000)") ?? false,
                       "\(String(describing: e))")
+        // Form bodies (securetoken's token endpoint accepts them) have the same cap.
+        let form = (0...JSONParser.defaultMaxObjectKeys).map { "f\($0)=1" }.joined(separator: "&")
+        let f = try HTTPClient.send(method: "POST", url: base + "/securetoken.googleapis.com/v1/token?key=k",
+                                    headers: [("Content-Type", "application/x-www-form-urlencoded")], body: Array(form.utf8))
+        XCTAssertEqual(f.status, 400)
+        XCTAssertEqual(try JSONParser.parse(f.body)["error"]?["message"], "Invalid JSON payload received. Too many form fields (more than 10000).")
         let dup = try HTTPClient.send(method: "POST", url: base + "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k",
                                       body: Array(#"{"phoneNumber":"not a number","phone_number":"+15550002222"}"#.utf8))
         XCTAssertEqual(dup.status, 200, "phone_number folds onto phoneNumber and, coming last, wins")
