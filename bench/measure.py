@@ -313,6 +313,25 @@ def scaling(d):
     return [{"point": n, "rate": r, "p99_ms": p, "cpu_us_per_request": c} for n, r, p, c in rows]
 
 
+def inbox_rates(d, c):
+    """The inbox path's send rate against the fictional send, in one server (bench/run --inbox)."""
+    srv = Server()
+    try:
+        rows = []
+        for name, script in (("fictional (static request)", "send.lua"), ("non-fictional, rotating (inbox path)", "send_real.lua"),
+                             ("fictional via the same Lua path", "send_lua.lua")):
+            r = wrk(srv.url, script, d, c, server_pid=srv.proc.pid)
+            http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+            rows.append((name, r))
+    finally:
+        srv.stop()
+    base, real, ctl = rows[0][1], rows[1][1], rows[2][1]
+    for name, r in rows:
+        print(f"{name:40} {r['rps']:10.0f} req/s  p99 {r['p99_ms']:6.2f} ms  non-2xx {r['non_2xx']}")
+    print(f"non-fictional / fictional: {real['rps'] / base['rps']:.2f} (target >= 0.9); "
+          f"vs the same Lua path: {real['rps'] / ctl['rps']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
@@ -320,8 +339,12 @@ def main():
     ap.add_argument("--sessions", type=int, default=1_000_000, help="pending sessions for the memory figure")
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users)")
+    ap.add_argument("--inbox", action="store_true", help="only the send rates: fictional vs non-fictional (inbox path)")
     a = ap.parse_args()
     d, c = a.duration, a.connections
+    if a.inbox:
+        inbox_rates(d, c)
+        return
     if a.scaling:
         points = scaling(d)
         out = os.path.join(HERE, "results", "scaling-" + time.strftime("%Y%m%dT%H%M%S") + ".json")
@@ -349,6 +372,12 @@ def main():
     srv = Server()
     try:
         send = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        # The inbox path: rotating non-fictional numbers, and its control (the fictional number through the same
+        # wrk request() path). Inboxes are cleared between runs so each starts empty.
+        send_real = wrk(srv.url, "send_real.lua", d, c, server_pid=srv.proc.pid)
+        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        send_ctl = wrk(srv.url, "send_lua.lua", d, c, server_pid=srv.proc.pid)
         http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
         root = wrk(srv.url, "root.lua", d, c, server_pid=srv.proc.pid)
         flow = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
@@ -391,6 +420,11 @@ def main():
         ("  send p99 ms (target <= 5)", send["p99_ms"], "x nginx p99", send["p99_ms"] / nginx["p99_ms"] if nginx["p99_ms"] else None),
         ("  send server CPU us/request", send["server_cpu_us_per_request"], "x nginx CPU/request",
          send["server_cpu_us_per_request"] / nginx["server_cpu_us_per_request"] if nginx["server_cpu_us_per_request"] else None),
+        ("send, non-fictional numbers (inbox path) req/s", send_real["rps"], "x fictional send (target >= 0.9)",
+         send_real["rps"] / send["rps"] if send["rps"] else None),
+        ("  same, vs fictional via the same wrk Lua path", send_ctl["rps"], "x: non-fictional / this",
+         send_real["rps"] / send_ctl["rps"] if send_ctl["rps"] else None),
+        ("  non-fictional send p99 ms", send_real["p99_ms"], "", None),
         ("GET / req/s", root["rps"], "x nginx", root["rps"] / nginx["rps"]),
         ("start -> first 200 ms (generated key)", gen_200, "target <= 50", None),
         ("start -> first 200 ms (--signing-key)", key_200, "target <= 50", None),
@@ -402,7 +436,7 @@ def main():
         ("RSS after they expire (clock + sweep) MB", mem["after_expiry_mb"], "", None),
         ("RSS after DELETE verificationCodes MB", mem["after_clear_mb"], "", None),
     ]
-    foreign = max(r["foreign_cpu_share"] for r in (nginx, send, root, flow, dflow))
+    foreign = max(r["foreign_cpu_share"] for r in (nginx, send, send_real, send_ctl, root, flow, dflow))
     print()
     print(f"{'figure':58} {'value':>12}  ratio")
     for name, value, unit, ratio in rows:
@@ -410,13 +444,14 @@ def main():
         r = f"{ratio:.2f} {unit}" if ratio is not None else unit
         print(f"{name:58} {v}  {r}")
     print(f"\nnoise: at most {foreign * 100:.1f}% of the machine's CPU was used by other processes during a wrk run "
-          f"(wrk shares the same {CPUS} cores). flow failures: {flow_failures}; non-2xx: send {send['non_2xx']}, flow {flow['non_2xx']}.")
+          f"(wrk shares the same {CPUS} cores). flow failures: {flow_failures}; non-2xx: send {send['non_2xx']}, "
+          f"non-fictional send {send_real['non_2xx']}, flow {flow['non_2xx']}.")
 
-    for r in (nginx, send, root, flow, dflow):
+    for r in (nginx, send, send_real, send_ctl, root, flow, dflow):
         r.pop("raw", None)
     results.update({
         "limits": {"rsa2048_signs_per_s": sign_rate, "nginx_static_json": nginx, "reply_bytes": reply_size, "keygen_ms": kg},
-        "send": send, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures},
+        "send": send, "send_non_fictional": send_real, "send_fictional_lua_control": send_ctl, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures},
         "flow_data_dir": {**dflow, "flows_per_s": dflows},
         "startup_ms": {"generated_key_first_200": gen_200, "signing_key_first_200": key_200,
                        "generated_key_first_token": gen_token, "signing_key_first_token": key_token},

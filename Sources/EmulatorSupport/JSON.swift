@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A JSON value. Objects keep their key order, so what we emit is stable and mirrors Google's field order.
 public enum JSON: Sendable, Equatable {
     case null
@@ -53,9 +55,23 @@ extension JSON {
     public static func int<I: BinaryInteger>(_ value: I) -> JSON { .number(Double(value)) }
 }
 
-/// An insertion-ordered JSON object. Lookups are linear, which beats hashing for the small objects on the wire.
-public struct JSONObject: Sendable, Equatable, Sequence {
+/// An insertion-ordered JSON object with O(1) amortised insert and lookup.
+///
+/// Small objects (what the wire carries: a handful of fields) are found by a linear scan of `entries`, which beats
+/// hashing at that size. Past `indexThreshold` keys a hash index (key → position in `entries`) is built once and kept
+/// current, so building an object of n keys costs O(n) however large n is (a hostile 1 MiB body of 110k keys
+/// must not cost O(n²)). `String` hashing is seeded per process, so colliding keys cannot be precomputed.
+///
+/// Duplicate keys: **the last value wins**, at the position where the key first appeared. Setting an existing key
+/// replaces its value and keeps its place in the order; the parser does the same for `{"a":1,"a":2}` (→ `{"a":2}`),
+/// as most JSON parsers and the protobuf JSON parsers in non-strict mode do.
+public struct JSONObject: Sendable, Sequence {
+    /// Keys beyond this many get a hash index.
+    static let indexThreshold = 12
+
     public private(set) var entries: [(key: String, value: JSON)]
+    /// key → position in `entries`; empty (no allocation) until the object outgrows `indexThreshold`.
+    private var index: [String: Int] = [:]
 
     public init() { entries = [] }
     public init(_ pairs: [(String, JSON)]) {
@@ -68,18 +84,45 @@ public struct JSONObject: Sendable, Equatable, Sequence {
     public var isEmpty: Bool { entries.isEmpty }
     public var keys: [String] { entries.map(\.key) }
 
-    public subscript(key: String) -> JSON? {
-        get {
-            for e in entries where e.key == key { return e.value }
-            return nil
+    /// The position of `key` in `entries`.
+    @inline(__always) private func position(of key: String) -> Int? {
+        if !index.isEmpty {
+            JSONObject.countProbe()
+            return index[key]
         }
+        for i in entries.indices {
+            JSONObject.countProbe()
+            if entries[i].key == key { return i }
+        }
+        return nil
+    }
+
+    public subscript(key: String) -> JSON? {
+        get { position(of: key).map { entries[$0].value } }
         set {
-            if let i = entries.firstIndex(where: { $0.key == key }) {
-                if let v = newValue { entries[i].value = v } else { entries.remove(at: i) }
+            if let i = position(of: key) {
+                if let v = newValue {
+                    entries[i].value = v
+                } else {
+                    entries.remove(at: i)
+                    rebuildIndex()
+                }
             } else if let v = newValue {
                 entries.append((key, v))
+                if !index.isEmpty {
+                    index[key] = entries.count - 1
+                } else if entries.count > Self.indexThreshold {
+                    rebuildIndex()
+                }
             }
         }
+    }
+
+    private mutating func rebuildIndex() {
+        guard entries.count > Self.indexThreshold else { index = [:]; return }
+        var m = [String: Int](minimumCapacity: entries.count)
+        for (i, e) in entries.enumerated() { m[e.key] = i }
+        index = m
     }
 
     /// Sets `key` only when `value` is non-nil (Google omits absent fields).
@@ -87,8 +130,23 @@ public struct JSONObject: Sendable, Equatable, Sequence {
         if let value { self[key] = value }
     }
 
+    /// Reserves room for `n` entries (the index is sized when it is built).
+    public mutating func reserveCapacity(_ n: Int) { entries.reserveCapacity(n) }
+
     public func makeIterator() -> IndexingIterator<[(key: String, value: JSON)]> { entries.makeIterator() }
 
+    #if DEBUG
+    /// Key probes (one per linear comparison or hash lookup), counted in debug builds so tests can check that
+    /// building and reading objects is linear by counting work instead of timing it.
+    static let probes = Atomic<Int>(0)
+    @inline(__always) static func countProbe() { probes.wrappingAdd(1, ordering: .relaxed) }
+    #else
+    @inline(__always) static func countProbe() {}
+    #endif
+}
+
+extension JSONObject: Equatable {
+    /// Same keys with equal values; order does not matter.
     public static func == (a: JSONObject, b: JSONObject) -> Bool {
         guard a.entries.count == b.entries.count else { return false }
         for (k, v) in a.entries where b[k] != v { return false }

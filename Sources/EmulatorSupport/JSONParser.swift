@@ -5,18 +5,25 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String { "\(message) at position \(offset)." }
 }
 
-/// A strict RFC 8259 parser over raw bytes: validates UTF-8, limits nesting depth, never traps.
+/// A strict RFC 8259 parser over raw bytes: validates UTF-8, limits nesting depth and keys per object, never traps.
+/// Linear time: objects are built with `JSONObject`'s hash index, so n keys cost O(n).
+/// Duplicate keys in an object: the last value wins (see `JSONObject`).
 public struct JSONParser {
     public static let defaultMaxDepth = 128
+    /// More keys than this in one object is refused ("Too many keys"): no API object comes near it, and it bounds
+    /// what one hostile object can make a handler iterate.
+    public static let defaultMaxObjectKeys = 10_000
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var i = 0
     private let maxDepth: Int
+    private let maxObjectKeys: Int
 
-    public static func parse(_ data: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSON {
+    public static func parse(_ data: [UInt8], maxDepth: Int = defaultMaxDepth,
+                             maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
         do {
             return try data.withUnsafeBufferPointer { buf in
-                var p = JSONParser(bytes: buf, maxDepth: maxDepth)
+                var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
                 p.skipWhitespace()
                 let v = try p.parseValue(depth: 0)
                 p.skipWhitespace()
@@ -30,13 +37,15 @@ public struct JSONParser {
         }
     }
 
-    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONParseError) -> JSON {
-        try parse(Array(text.utf8), maxDepth: maxDepth)
+    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth,
+                             maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
+        try parse(Array(text.utf8), maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
     }
 
-    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxObjectKeys: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.maxObjectKeys = maxObjectKeys
     }
 
     private func fail(_ message: String) -> JSONParseError { JSONParseError(message: message, offset: i) }
@@ -78,9 +87,12 @@ public struct JSONParser {
         var obj = JSONObject()
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
+        var seen = 0
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("Expected a string key") }
+            seen += 1
+            guard seen <= maxObjectKeys else { throw fail("Too many keys in one object (more than \(maxObjectKeys))") }
             let key = try parseString()
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("Expected ':'") }

@@ -28,6 +28,11 @@ final class Connection {
     var lastActivity: UInt64
     var lastWriteProgress: UInt64
     var mask: UInt32 = 0
+    var registered = false
+    /// Requests dispatched so far; the in-flight one is number `requestNumber`.
+    var requestNumber: UInt64 = 0
+    /// What to run if the client goes away before the in-flight request is answered (`ResponseContext.onClose`).
+    var closeHooks: [@Sendable () -> Void] = []
 
     init(fd: Int32, id: UInt64, remote: String, peer: PeerAddress, limits: HTTPLimits, now: UInt64) {
         self.fd = fd
@@ -77,12 +82,21 @@ final class EventLoop: @unchecked Sendable {
     private var listening = false
     private var listenerPausedUntil: UInt64 = 0
     private var stoppingSince: UInt64? = nil
-    private let completions = Locked<[(UInt64, HTTPResponse)]>([])
+    /// Work handed to the loop by other threads, in order: answers and close hooks for deferred requests.
+    private enum Handoff {
+        case response(UInt64, HTTPResponse)
+        case closeHook(UInt64, UInt64, @Sendable () -> Void)
+    }
+    private let completions = Locked<[Handoff]>([])
     private let stopRequested = Atomic<Bool>(false)
     private let connectionCount = Atomic<Int>(0)
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
 
     var openConnections: Int { connectionCount.load(ordering: .relaxed) }
+    #if DEBUG
+    /// Connection events handled (debug builds): tests check an idle or half-closed connection costs none.
+    let connectionEvents = Atomic<Int>(0)
+    #endif
 
     init(index: Int, listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
          admission: ConnectionAdmission) throws {
@@ -127,7 +141,12 @@ final class EventLoop: @unchecked Sendable {
     // MARK: cross-thread entry points
 
     func enqueueCompletion(_ id: UInt64, _ response: HTTPResponse) {
-        completions.withLock { $0.append((id, response)) }
+        completions.withLock { $0.append(.response(id, response)) }
+        wake()
+    }
+
+    func enqueueCloseHook(_ id: UInt64, _ requestNumber: UInt64, _ hook: @escaping @Sendable () -> Void) {
+        completions.withLock { $0.append(.closeHook(id, requestNumber, hook)) }
         wake()
     }
 
@@ -162,6 +181,9 @@ final class EventLoop: @unchecked Sendable {
                     case EventLoop.wakeTag: drainWake()
                     default:
                         guard let c = connections[tag] else { continue }
+                        #if DEBUG
+                        connectionEvents.wrappingAdd(1, ordering: .relaxed)
+                        #endif
                         handle(c, events: ev.events, now: now)
                     }
                 }
@@ -278,20 +300,28 @@ final class EventLoop: @unchecked Sendable {
     private func drainWake() {
         var v: UInt64 = 0
         _ = withUnsafeMutableBytes(of: &v) { read(wakeFD, $0.baseAddress, 8) }
-        let done = completions.withLock { q -> [(UInt64, HTTPResponse)] in
+        let done = completions.withLock { q -> [Handoff] in
             let d = q
             q.removeAll(keepingCapacity: true)
             return d
         }
-        for (id, response) in done {
-            guard let c = connections[id], c.awaiting else { continue }
-            finishRequest(c, response)
-            process(c)
+        for item in done {
+            switch item {
+            case .response(let id, let response):
+                guard let c = connections[id], c.awaiting else { continue }
+                finishRequest(c, response)
+                process(c)
+            case .closeHook(let id, let number, let hook):
+                guard let c = connections[id] else { hook(); continue }  // already gone
+                guard c.awaiting, c.requestNumber == number else { continue }  // already answered
+                c.closeHooks.append(hook)
+                if c.readClosed { closeConnection(c) }  // the peer left before the hook arrived
+            }
         }
     }
 
     private func handle(_ c: Connection, events: UInt32, now: UInt64) {
-        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
             readAvailable(c, now: now)
             guard connections[c.id] != nil else { return }
         }
@@ -319,6 +349,8 @@ final class EventLoop: @unchecked Sendable {
             if n == 0 {
                 c.readClosed = true
                 if c.lingering { closeConnection(c); return }
+                // A deferred request that asked to know (a long poll): its client is gone.
+                if c.awaiting && !c.closeHooks.isEmpty { closeConnection(c); return }
                 break
             }
             let e = csys_errno()
@@ -360,16 +392,18 @@ final class EventLoop: @unchecked Sendable {
 
     private func dispatch(_ c: Connection, _ req: HTTPRequest) {
         c.awaiting = true
+        c.requestNumber &+= 1
         c.inFlightKeepAlive = req.keepAlive && stoppingSince == nil
         c.inFlightVersionMinor = req.versionMinor
         c.inFlightHead = req.method == "HEAD"
-        if let response = responder.respond(to: req, context: ResponseContext(loop: self, connectionID: c.id)) {
+        if let response = responder.respond(to: req, context: ResponseContext(loop: self, connectionID: c.id, requestNumber: c.requestNumber)) {
             finishRequest(c, response)
         }
     }
 
     private func finishRequest(_ c: Connection, _ response: HTTPResponse) {
         c.awaiting = false
+        if !c.closeHooks.isEmpty { c.closeHooks.removeAll() }
         let keepAlive = c.inFlightKeepAlive && !response.closeConnection && stoppingSince == nil
         response.serialize(into: &c.output, keepAlive: keepAlive, versionMinor: c.inFlightVersionMinor, headOnly: c.inFlightHead)
         if !keepAlive { c.closeWhenFlushed = true }
@@ -430,13 +464,16 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func updateInterest(_ c: Connection) {
-        var mask: UInt32 = EPOLLRDHUP.rawValue
+        var mask: UInt32 = 0
         let wantRead = !c.readClosed && (c.lingering || (!c.closeWhenFlushed && c.pendingOutput < 1 << 20
             && c.unreadInput <= policy.limits.maxHeadBytes + policy.limits.maxBodyBytes + 65536))
-        if wantRead { mask |= EPOLLIN.rawValue }
+        // RDHUP only while reading: once the peer's FIN has been read (or reading is paused) a level-triggered
+        // RDHUP would be reported on every epoll_wait and spin the loop (a half-closed long poll did, at 100% CPU).
+        if wantRead { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if c.pendingOutput > 0 { mask |= EPOLLOUT.rawValue }
-        guard mask != c.mask else { return }
-        let op = c.mask == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
+        guard mask != c.mask || !c.registered else { return }
+        let op = c.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
+        c.registered = true
         c.mask = mask
         do { try ctl(op, c.fd, mask, tag: c.id) } catch { closeConnection(c) }
     }
@@ -448,6 +485,11 @@ final class EventLoop: @unchecked Sendable {
         close(c.fd)
         connectionCount.wrappingSubtract(1, ordering: .relaxed)
         admission.release(c.peer)
+        if !c.closeHooks.isEmpty {
+            let hooks = c.closeHooks
+            c.closeHooks = []
+            for h in hooks { h() }
+        }
     }
 
     private func sweep(now: UInt64) {

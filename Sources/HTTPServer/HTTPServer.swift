@@ -58,6 +58,11 @@ public final class HTTPServer: Sendable {
     /// Connections open right now, across loops.
     public var openConnections: Int { running.withLock { $0?.loops.reduce(0) { $0 + $1.openConnections } ?? 0 } }
 
+    #if DEBUG
+    /// Connection events the loops handled so far (debug builds, for tests).
+    var connectionEventCount: Int { running.withLock { $0?.loops.reduce(0) { $0 + $1.connectionEvents.load(ordering: .relaxed) } ?? 0 } }
+    #endif
+
     /// Binds, listens and starts the event loop threads. Throws a readable error if the address cannot be used.
     @discardableResult
     public func start() throws -> Int {

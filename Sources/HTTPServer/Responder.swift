@@ -9,17 +9,30 @@ public protocol HTTPResponder: Sendable {
 public struct ResponseContext: Sendable {
     let loop: EventLoop?
     let connectionID: UInt64
+    /// Which request of the connection this is (hooks registered late must not apply to the next one).
+    let requestNumber: UInt64
 
     /// A context that answers nowhere (for calling a responder directly in tests).
-    public static let detached = ResponseContext(loop: nil, connectionID: 0)
+    public static let detached = ResponseContext(loop: nil, connectionID: 0, requestNumber: 0)
 
-    init(loop: EventLoop?, connectionID: UInt64) {
+    init(loop: EventLoop?, connectionID: UInt64, requestNumber: UInt64) {
         self.loop = loop
         self.connectionID = connectionID
+        self.requestNumber = requestNumber
     }
 
     /// Answers the request; safe from any thread, at most once.
     public func complete(_ response: HTTPResponse) {
         loop?.enqueueCompletion(connectionID, response)
+    }
+
+    /// Registers `hook` to run once if the client goes away before this request is answered: the connection
+    /// closes, fails, or the peer shuts its sending side (a client that half-closes with a request in flight that
+    /// registered a hook is treated as gone, as Go's and Node's servers do). The connection is then closed and the
+    /// request is never answered. Runs on the event loop thread, so keep it short (unregister, cancel a timer).
+    /// If the client is already gone when this is called, `hook` runs soon after; if the request has been answered,
+    /// it never runs. Safe from any thread; call it before `complete`.
+    public func onClose(_ hook: @escaping @Sendable () -> Void) {
+        loop?.enqueueCloseHook(connectionID, requestNumber, hook)
     }
 }

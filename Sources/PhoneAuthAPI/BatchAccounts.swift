@@ -47,13 +47,16 @@ enum BatchAccounts {
         let key = try call.storeKey()
         var users = app.emulator.store(key).read { Array($0.users.values) }
         if let expr = call.body["expression"]?.arrayValue, !expr.isEmpty {
+            // Each expression matches by userId, else email, else phoneNumber: sets make it O(users + expressions).
+            var ids = Set<String>(), emails = Set<String>(), phones = Set<String>()
+            for e in expr {
+                if let id = e["userId"]?.stringValue { ids.insert(id) }
+                else if let em = e["email"]?.stringValue { emails.insert(em.lowercased()) }
+                else if let p = e["phoneNumber"]?.stringValue { phones.insert((try? PhoneNumber(parsing: p).e164) ?? p) }
+            }
             users = users.filter { u in
-                expr.contains { e in
-                    if let id = e["userId"]?.stringValue { return u.localId == id }
-                    if let em = e["email"]?.stringValue { return u.email?.lowercased() == em.lowercased() }
-                    if let p = e["phoneNumber"]?.stringValue { return u.phoneNumber == ((try? PhoneNumber(parsing: p).e164) ?? p) }
-                    return false
-                }
+                ids.contains(u.localId) || (u.email.map { emails.contains($0.lowercased()) } ?? false)
+                    || (u.phoneNumber.map { phones.contains($0) } ?? false)
             }
         }
         switch try call.string("sortBy") ?? "USER_ID" {

@@ -18,6 +18,8 @@ struct Call: Sendable {
     let emulator: Emulator
     /// Answers a deferred call later (see `Reply.deferred`), from any thread.
     let complete: @Sendable (Reply) -> Void
+    /// Registers what to run if the client goes away before a deferred call is answered (`ResponseContext.onClose`).
+    var onClose: @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in }
 
     func queryValue(_ name: String) -> String? { query.last(where: { $0.0 == name })?.1 }
     func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }

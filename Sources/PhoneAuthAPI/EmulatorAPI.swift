@@ -18,12 +18,34 @@ enum EmulatorAPI {
         }
     }
 
-    /// Pending codes, official shape plus our fields; `?phoneNumber=` filters (any spelling of the number).
+    /// Codes per page of `GET …/verificationCodes` unless `pageSize` says otherwise, and the most it may say.
+    static let defaultPageSize = 1000
+    static let maxPageSize = 10_000
+
+    /// Pending codes in creation order, official shape plus our fields; `?phoneNumber=` filters (any spelling of the
+    /// number). Paged: at most `pageSize` (default 1000, at most 10,000) codes; when more follow, the reply has
+    /// `nextPageToken`, to pass back as `pageToken`. A small inbox gets exactly the official reply.
     static func listCodes(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         var phone: String? = nil
         if let raw = call.queryValue("phoneNumber") { phone = try PhoneNumber(parsing: raw).e164 }
-        let sessions = app.emulator.verificationCodes(key(call), phone: phone)
-        return Reply(["verificationCodes": .array(sessions.map(render))])
+        var limit = defaultPageSize
+        if let v = call.queryValue("pageSize") {
+            guard let n = Int(v), n >= 1, n <= maxPageSize else {
+                throw AuthError.invalidArgument("pageSize must be between 1 and \(maxPageSize).")
+            }
+            limit = n
+        }
+        var after: UInt64? = nil
+        if let t = call.queryValue("pageToken"), !t.isEmpty {
+            guard t.utf8.count <= 20, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let v = UInt64(t) else {
+                throw AuthError.invalidArgument("Invalid pageToken.")
+            }
+            after = v
+        }
+        let page = app.emulator.verificationCodes(key(call), phone: phone, after: after, limit: limit)
+        var o: JSONObject = ["verificationCodes": .array(page.sessions.map(render))]
+        if let next = page.nextAfter { o["nextPageToken"] = .string(String(next)) }
+        return Reply(.object(o))
     }
 
     static func render(_ s: VerificationSession) -> JSON {
@@ -38,7 +60,8 @@ enum EmulatorAPI {
     }
 
     /// Long-poll: the newest pending code for `phoneNumber`, or the first one created within `timeoutSeconds`
-    /// (default 30, at most 300); 404 `NOT_FOUND` after the timeout. Holds no thread while waiting.
+    /// (default 30, at most 300); 404 `NOT_FOUND` after the timeout. Holds no thread while waiting; at most
+    /// `Emulator.maxWaitersPerStore` per project (then 429 `RESOURCE_EXHAUSTED`); cancelled when the client leaves.
     static func waitForCode(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard let raw = call.queryValue("phoneNumber") else { throw AuthError.invalidArgument("phoneNumber is required.") }
         let phone = try PhoneNumber(parsing: raw).e164
@@ -49,7 +72,7 @@ enum EmulatorAPI {
         }
         let complete = call.complete
         let seconds = timeout
-        app.emulator.waitForCode(key(call), phone: phone, timeoutSeconds: seconds) { session in
+        let waiter = try app.emulator.waitForCode(key(call), phone: phone, timeoutSeconds: seconds) { session in
             if let session {
                 complete(Reply(render(session)))
             } else {
@@ -57,6 +80,8 @@ enum EmulatorAPI {
                 complete(Reply(ErrorEnvelope.render(e), status: 404))
             }
         }
+        // A client that goes away stops waiting at once (no waiter or timer outlives its connection).
+        if let waiter { call.onClose { waiter.cancel() } }
         return .deferred
     }
 

@@ -16,7 +16,7 @@ enum Lookup {
         let key = try call.storeKey()
         let localIds = try call.strings("localId")
         let phones = try call.strings("phoneNumber")
-        let emails = try call.strings("email").map { $0.lowercased() }
+        let emails = Set(try call.strings("email").map { $0.lowercased() })  // a set: users × emails was O(n·m)
         let users = app.emulator.store(key).read { s -> [UserRecord] in
             var seen = Set<String>()
             var out: [UserRecord] = []

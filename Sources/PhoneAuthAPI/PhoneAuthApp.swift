@@ -73,7 +73,8 @@ public final class PhoneAuthApp: HTTPResponder {
     /// Runs a routed request (on the loop, or on the signing pool); nil when the handler answers later.
     func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext) -> HTTPResponse? {
         do {
-            let call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
+            var call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
+            call.onClose = { context.onClose($0) }
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
@@ -120,7 +121,11 @@ public final class PhoneAuthApp: HTTPResponder {
             let first = request.body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
             if route.body == .jsonOrForm, ct.hasPrefix("application/x-www-form-urlencoded") || (first != UInt8(ascii: "{") && first != nil) {
                 guard let text = String(validating: request.body, as: UTF8.self) else { throw AuthError.invalidJSON("Invalid UTF-8 in form body.") }
-                for (k, v) in URLEncoding.parsePairs(text) { body[Self.camelCase(k)] = .string(v) }
+                let pairs = URLEncoding.parsePairs(text)
+                guard pairs.count <= JSONParser.defaultMaxObjectKeys else {
+                    throw AuthError.invalidJSON("Too many form fields (more than \(JSONParser.defaultMaxObjectKeys)).")
+                }
+                for (k, v) in pairs { body[Self.camelCase(k)] = .string(v) }
             } else {
                 let parsed: JSON
                 do { parsed = try JSONParser.parse(request.body) } catch { throw AuthError.invalidJSON(error.description) }

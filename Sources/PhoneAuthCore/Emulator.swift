@@ -42,8 +42,8 @@ public final class Emulator: Sendable {
     /// Tenants per project (created on first use or explicitly), as Identity Platform's quota.
     public let maxTenantsPerProject: Int
     private let refreshTokens = Locked(RefreshTokenIndex())
-    private let waiters = Locked<[StoreKey: [CodeWaiter]]>([:])
-    private let waiterCount = Atomic<Int>(0)
+    /// Registered inbox long-polls across all stores (the waiters themselves live in their store, by number).
+    private let waiterTotal = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
     private let defaultStore: StoreBox
 
@@ -162,6 +162,7 @@ public final class Emulator: Sendable {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
         let box = store(key)
+        var waiting: [CodeWaiter] = []
         let (session, fictional) = try box.withLock { s throws(AuthError) -> (VerificationSession, Bool) in
             try Self.checkTenantEnabled(s)
             guard s.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
@@ -185,6 +186,11 @@ public final class Emulator: Sendable {
             var changes: [StateChange] = [.sessionSaved(key, session)]
             for gone in s.sweepExpiredSessions(now: now) { changes.append(.sessionDeleted(key, gone.text)) }
             try persist(changes)
+            // Long-polls for this number: one hash lookup, none at all when nobody waits.
+            if !s.waiters.isEmpty, let ready = s.waiters.removeValue(forKey: phone.e164) {
+                s.waiterCount -= ready.count
+                waiting = ready
+            }
             return (session, preset != nil)
         }
         if fictional {
@@ -192,44 +198,63 @@ public final class Emulator: Sendable {
         } else {
             logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
         }
-        let ready = waiterCount.load(ordering: .acquiring) == 0 ? [] : waiters.withLock { m -> [CodeWaiter] in
-            guard let list = m[key] else { return [] }
-            let matched = list.filter { $0.phone == session.phoneNumber }
-            m[key] = list.filter { $0.phone != session.phoneNumber }
-            waiterCount.wrappingSubtract(matched.count, ordering: .acquiringAndReleasing)
-            return matched
+        if !waiting.isEmpty {
+            waiterTotal.wrappingSubtract(waiting.count, ordering: .relaxed)
+            for w in waiting { w.fire(session) }
         }
-        for w in ready { w.fire(session) }
         return session.sessionInfo
     }
 
+    /// At most this many `verificationCodes:wait` long-polls per project (or tenant) at once.
+    public static let maxWaitersPerStore = 1000
+
+    /// Long-polls registered right now, across all projects (for tests and diagnostics).
+    public var pendingWaiterCount: Int { waiterTotal.load(ordering: .relaxed) }
+
     /// The inbox long-poll: answers at once with the newest pending code for `phone`, else with the first one
     /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread.
+    /// - Returns: the registered waiter (cancel it when the client goes away), or nil when answered at once.
+    /// - Throws: `RESOURCE_EXHAUSTED` (429) past `maxWaitersPerStore` waiters in the store.
+    @discardableResult
     public func waitForCode(_ key: StoreKey, phone: String, timeoutSeconds: Double,
-                            callback: @escaping @Sendable (VerificationSession?) -> Void) {
-        if let newest = verificationCodes(key, phone: phone).last {
-            callback(newest)
-            return
-        }
+                            callback: @escaping @Sendable (VerificationSession?) -> Void) throws(AuthError) -> CodeWaiter? {
+        let box = store(key)
         let waiter = CodeWaiter(phone: phone, callback: callback)
-        waiters.withLock { $0[key, default: []].append(waiter) }
-        waiterCount.wrappingAdd(1, ordering: .acquiringAndReleasing)
-        // A send may have landed between the check and the registration.
-        if let newest = verificationCodes(key, phone: phone).last { dropWaiter(key, waiter); waiter.fire(newest); return }
-        guard timeoutSeconds > 0 else { dropWaiter(key, waiter); waiter.fire(nil); return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeoutSeconds) { [self] in
-            dropWaiter(key, waiter)
-            waiter.fire(nil)
+        // Check and register under one lock, so a send cannot slip in between.
+        let newest = try box.withLock { s throws(AuthError) -> VerificationSession? in
+            if let newest = s.sessions.newest(phone: phone) { return newest }
+            guard timeoutSeconds > 0 else { return nil }
+            guard s.waiterCount < Self.maxWaitersPerStore else {
+                throw AuthError("RESOURCE_EXHAUSTED", "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).",
+                                http: 429, reason: "rateLimitExceeded")
+            }
+            s.waiters[phone, default: []].append(waiter)
+            s.waiterCount += 1
+            return nil
         }
+        if let newest { callback(newest); return nil }
+        guard timeoutSeconds > 0 else { callback(nil); return nil }
+        waiterTotal.wrappingAdd(1, ordering: .relaxed)
+        // Both closures are released when the waiter finishes (fired, timed out or cancelled).
+        waiter.setCancelHook { [self] in _ = dropWaiter(box, waiter) }
+        waiter.startTimer(seconds: timeoutSeconds) { [self] in
+            if dropWaiter(box, waiter) { waiter.fire(nil) }
+        }
+        return waiter
     }
 
-    private func dropWaiter(_ key: StoreKey, _ w: CodeWaiter) {
-        let removed = waiters.withLock { m -> Bool in
-            guard let before = m[key]?.count else { return false }
-            m[key]?.removeAll { $0 === w }
-            return m[key]?.count != before
+    /// Unregisters a waiter; true if it was still registered.
+    private func dropWaiter(_ box: StoreBox, _ w: CodeWaiter) -> Bool {
+        let removed = box.state.withLock { s -> Bool in
+            guard var list = s.waiters.removeValue(forKey: w.phone) else { return false }
+            let before = list.count
+            list.removeAll { $0 === w }
+            if !list.isEmpty { s.waiters[w.phone] = list }
+            s.waiterCount -= before - list.count
+            return list.count != before
         }
-        if removed { waiterCount.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
+        if removed { waiterTotal.wrappingSubtract(1, ordering: .relaxed) }
+        return removed
     }
 
     /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`).
@@ -450,8 +475,15 @@ public final class Emulator: Sendable {
         }
     }
 
+    /// Every pending code (optionally one number's) in creation order. O(result).
     public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
         store(key).read { $0.pendingSessions(phone: phone) }
+    }
+
+    /// One page of pending codes in creation order: sequence above `after`, at most `limit`. O(limit), plus the
+    /// number's earlier sessions when paging one number.
+    public func verificationCodes(_ key: StoreKey, phone: String?, after: UInt64?, limit: Int) -> SessionPage {
+        store(key).read { $0.pendingSessions(phone: phone, after: after, limit: limit) }
     }
 
     /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.
@@ -460,7 +492,7 @@ public final class Emulator: Sendable {
         store(key).state.withLock { s in
             let before = s.sessions.count
             if let phone {
-                let gone = s.sessions.remove { $0.phoneNumber == phone }
+                let gone = s.sessions.removeAll(phone: phone)
                 try? persist(gone.map { .sessionDeleted(key, $0.sessionInfo) })
             } else {
                 s.sessions.removeAll()

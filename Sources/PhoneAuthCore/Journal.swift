@@ -51,7 +51,8 @@ extension Emulator {
                 if let c = snap.config { s.config = c }
                 if let t = snap.tenant { s.tenant = t }
                 for u in snap.users { s.save(u) }
-                for sess in snap.sessions {
+                // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
+                for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
                     s.sessions[sess.id] = sess
                     s.nextSequence = max(s.nextSequence, sess.sequence + 1)
                 }

@@ -144,6 +144,10 @@ public struct AuthStore: Sendable {
     public var windows = SendWindows()
     /// Minted app credentials, iOS receipts and recorded pushes.
     public var credentials = CredentialState()
+    /// Inbox long-polls waiting for a number's next code (`verificationCodes:wait`), by number.
+    var waiters: [String: [CodeWaiter]] = [:]
+    /// How many waiters are registered in `waiters` (capped by `Emulator.maxWaitersPerStore`).
+    var waiterCount = 0
 
     public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
         self.config = config
@@ -166,9 +170,15 @@ public struct AuthStore: Sendable {
         if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
     }
 
-    /// Pending sessions in creation order, optionally for one number.
+    /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.
     public func pendingSessions(phone: String? = nil) -> [VerificationSession] {
-        sessions.values.filter { phone == nil || $0.phoneNumber == phone }.sorted { $0.sequence < $1.sequence }
+        pendingSessions(phone: phone, after: nil, limit: .max).sessions
+    }
+
+    /// A page of pending sessions in creation order (sequence above `after`, at most `limit`), optionally for one number.
+    public func pendingSessions(phone: String?, after: UInt64?, limit: Int) -> SessionPage {
+        if let phone { return sessions.page(phone: phone, after: after, limit: limit) }
+        return sessions.page(after: after, limit: limit)
     }
 
     /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).

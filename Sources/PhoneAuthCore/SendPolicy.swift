@@ -155,23 +155,3 @@ extension Emulator {
         return store(key).read { $0.credentials.pushes.values(now: now) }
     }
 }
-
-/// Someone waiting for the next code of a number (the inbox long-poll). Fires exactly once.
-public final class CodeWaiter: Sendable {
-    let phone: String
-    private let fired = Atomic<Bool>(false)
-    private let callback: @Sendable (VerificationSession?) -> Void
-
-    init(phone: String, callback: @escaping @Sendable (VerificationSession?) -> Void) {
-        self.phone = phone
-        self.callback = callback
-    }
-
-    /// Delivers `session` (nil: timed out) unless already fired; true if this call delivered.
-    @discardableResult
-    func fire(_ session: VerificationSession?) -> Bool {
-        guard fired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return false }
-        callback(session)
-        return true
-    }
-}

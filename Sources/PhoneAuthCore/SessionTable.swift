@@ -1,4 +1,5 @@
 import EmulatorSupport
+import Synchronization
 
 /// A verification session id: 128 random bits from the system CSPRNG, shown to clients as 22 base64url
 /// characters. Fixed size, so a million pending sessions cost no heap allocation for their keys.
@@ -40,11 +41,11 @@ public struct SessionID: Hashable, Sendable {
     var shard: Int { Int(truncatingIfNeeded: hi & 63) }
 }
 
-/// What the table stores per session: the session without its id (the id is the key), 80 bytes.
+/// What the table stores per session: the session without its id (the id is the key) and without the rare Android
+/// app hash (kept aside), 64 bytes.
 struct SessionRecord: Sendable {
     let phoneNumber: String
     let code: String
-    let appSignatureHash: String?
     let createdAt: Int64
     /// 0: never.
     let expiresAt: Int64
@@ -57,7 +58,6 @@ struct SessionRecord: Sendable {
     init(_ s: VerificationSession) {
         phoneNumber = s.phoneNumber
         code = s.code
-        appSignatureHash = s.appSignatureHash
         createdAt = s.createdAt
         expiresAt = s.expiresAt ?? 0
         sequence = s.sequence
@@ -66,29 +66,138 @@ struct SessionRecord: Sendable {
         kind = s.kind
     }
 
-    func session(_ id: SessionID) -> VerificationSession {
+    func session(_ id: SessionID, appSignatureHash: String?) -> VerificationSession {
         VerificationSession(id: id, phoneNumber: phoneNumber, code: code, createdAt: createdAt, expiresAt: expiresAt == 0 ? nil : expiresAt,
                             attemptsLeft: attemptsLeft < 0 ? nil : Int(attemptsLeft), fictional: fictional, kind: kind,
                             appSignatureHash: appSignatureHash, sequence: sequence)
     }
 }
 
+/// One number's pending sessions in creation order. Ids of removed sessions stay until more than half the entries
+/// are stale, then the list is compacted, so every operation is O(1) amortised and a read is O(result).
+enum PhoneSessions: Sendable {
+    /// The common case, inline (no allocation): one pending session.
+    case one(SessionID)
+    /// Several, oldest first; `live` of them still pending.
+    case many([SessionID], live: Int32)
+
+    var total: Int {
+        switch self {
+        case .one: 1
+        case .many(let ids, _): ids.count
+        }
+    }
+
+    var live: Int {
+        switch self {
+        case .one: 1
+        case .many(_, let live): Int(live)
+        }
+    }
+
+    subscript(i: Int) -> SessionID {
+        switch self {
+        case .one(let id): id
+        case .many(let ids, _): ids[i]
+        }
+    }
+
+    var ids: [SessionID] {
+        switch self {
+        case .one(let id): [id]
+        case .many(let ids, _): ids
+        }
+    }
+}
+
+/// Number → its pending sessions. E.164 numbers (all that sends create) are keyed by their digits packed in a
+/// UInt64: 8-byte keys that hash fast and allocate nothing; anything else falls back to a String key.
+struct PhoneIndex: Sendable {
+    private var packed: [UInt64: PhoneSessions] = [:]
+    private var other: [String: PhoneSessions] = [:]
+
+    /// `+` and 1–15 digits, the first not 0: the digits' value identifies the number.
+    static func pack(_ phone: String) -> UInt64? {
+        var s = phone
+        return s.withUTF8 { b -> UInt64? in
+            guard b.count >= 2, b.count <= 16, b[0] == UInt8(ascii: "+"), b[1] >= UInt8(ascii: "1"), b[1] <= UInt8(ascii: "9") else { return nil }
+            var v: UInt64 = 0
+            for k in 1..<b.count {
+                let d = b[k] &- UInt8(ascii: "0")
+                guard d <= 9 else { return nil }
+                v = v * 10 + UInt64(d)
+            }
+            return v
+        }
+    }
+
+    subscript(phone: String) -> PhoneSessions? {
+        get { if let k = Self.pack(phone) { packed[k] } else { other[phone] } }
+        set { if let k = Self.pack(phone) { packed[k] = newValue } else { other[phone] = newValue } }
+    }
+
+    /// Removes and returns a number's list (so it can be changed without copying).
+    mutating func take(_ phone: String) -> PhoneSessions? {
+        if let k = Self.pack(phone) { return packed.removeValue(forKey: k) }
+        return other.removeValue(forKey: phone)
+    }
+}
+
+/// A run of the creation order: (sequence, id) pairs sorted by sequence; removed ones stay until compacted.
+struct OrderChunk: Sendable {
+    static let capacity = 4096
+    var entries: [(sequence: UInt64, id: SessionID)]
+    var live: Int
+    var firstSequence: UInt64 { entries[0].sequence }
+    var lastSequence: UInt64 { entries[entries.count - 1].sequence }
+}
+
+/// A page of pending sessions, in creation order.
+public struct SessionPage: Sendable {
+    public let sessions: [VerificationSession]
+    /// Set when more sessions follow: pass it back as `after` for the next page.
+    public let nextAfter: UInt64?
+}
+
 /// Pending sessions in 64 shards: growing or compacting one shard never copies more than 1/64 of the table while
 /// the store lock is held, and expired sessions are swept one shard at a time.
+///
+/// Two indexes keep every read O(result): the creation order (chunks of (sequence, id), for the unfiltered inbox and
+/// its paging) and each number's sessions (for `?phoneNumber=`, `:wait` and deletes by number). Both are updated on
+/// every insert and removal (sign-in, expiry, sweep, clear); removals are lazy and compacted in amortised O(1).
 public struct SessionTable: Sendable {
     static let shardCount = 64
     private var shards: [[SessionID: SessionRecord]] = Array(repeating: [:], count: shardCount)
     private var cursor = 0
     public private(set) var count = 0
+    private var order: [OrderChunk] = []
+    private var phones = PhoneIndex()
+    /// Android SMS Retriever hashes, for the few sessions that have one.
+    private var appHashes: [SessionID: String] = [:]
 
     public init() {}
 
     public subscript(id: SessionID) -> VerificationSession? {
-        get { shards[id.shard][id]?.session(id) }
+        get { shards[id.shard][id].map { $0.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id]) } }
         set {
-            let had = shards[id.shard][id] != nil
-            shards[id.shard][id] = newValue.map(SessionRecord.init)
-            count += (newValue != nil ? 1 : 0) - (had ? 1 : 0)
+            if let s = newValue {
+                let record = SessionRecord(s)
+                if let old = shards[id.shard].updateValue(record, forKey: id) {
+                    // An update (attempts left). A changed number or sequence would be a new session: re-index it.
+                    if old.phoneNumber != record.phoneNumber || old.sequence != record.sequence {
+                        unindex(id, old)
+                        index(id, record)
+                    }
+                } else {
+                    count += 1
+                    index(id, record)
+                }
+                if let h = s.appSignatureHash { appHashes[id] = h } else if !appHashes.isEmpty { appHashes[id] = nil }
+            } else if let old = shards[id.shard].removeValue(forKey: id) {
+                count -= 1
+                unindex(id, old)
+                if !appHashes.isEmpty { appHashes[id] = nil }
+            }
         }
     }
 
@@ -100,23 +209,93 @@ public struct SessionTable: Sendable {
         set { if let id = SessionID(text) { self[id] = newValue } }
     }
 
-    public var values: [VerificationSession] { shards.flatMap { $0.map { $0.value.session($0.key) } } }
+    /// Every pending session, in no particular order.
+    public var values: [VerificationSession] {
+        shards.flatMap { $0.map { $0.value.session($0.key, appSignatureHash: appHashes[$0.key]) } }
+    }
 
     public mutating func removeAll() {
         shards = Array(repeating: [:], count: Self.shardCount)
+        order = []
+        phones = PhoneIndex()
+        appHashes = [:]
         count = 0
     }
 
-    public mutating func remove(where shouldRemove: (VerificationSession) -> Bool) -> [VerificationSession] {
-        var removed: [VerificationSession] = []
-        for i in shards.indices {
-            let gone = shards[i].map { $0.value.session($0.key) }.filter(shouldRemove)
-            guard !gone.isEmpty else { continue }
-            for g in gone { shards[i][g.id] = nil }
-            removed += gone
+    // MARK: reads
+
+    /// Pending sessions in creation order with a sequence above `after`, at most `limit`; O(result).
+    public func page(after: UInt64? = nil, limit: Int) -> SessionPage {
+        var out: [VerificationSession] = []
+        var c = after.map { chunkIndex(containing: $0) } ?? 0
+        var visits = 0
+        defer { noteVisits(visits) }
+        while c < order.count {
+            let chunk = order[c]
+            var i = 0
+            if let after, chunk.firstSequence <= after {
+                i = firstIndex(in: chunk.entries, after: after)
+            }
+            while i < chunk.entries.count {
+                let e = chunk.entries[i]
+                i += 1
+                visits += 1
+                guard let r = shards[e.id.shard][e.id], r.sequence == e.sequence else { continue }
+                if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
+                out.append(r.session(e.id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[e.id]))
+            }
+            c += 1
         }
-        count -= removed.count
-        return removed
+        return SessionPage(sessions: out, nextAfter: nil)
+    }
+
+    /// One number's pending sessions in creation order with a sequence above `after`, at most `limit`; O(result).
+    public func page(phone: String, after: UInt64? = nil, limit: Int) -> SessionPage {
+        guard let list = phones[phone] else { return SessionPage(sessions: [], nextAfter: nil) }
+        var out: [VerificationSession] = []
+        var visits = 0
+        defer { noteVisits(visits) }
+        for i in 0..<list.total {
+            let id = list[i]
+            visits += 1
+            guard let r = shards[id.shard][id], r.phoneNumber == phone else { continue }
+            if let after, r.sequence <= after { continue }
+            if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
+            out.append(r.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id]))
+        }
+        return SessionPage(sessions: out, nextAfter: nil)
+    }
+
+    /// The newest pending session of a number; O(1) amortised.
+    public func newest(phone: String) -> VerificationSession? {
+        guard let list = phones[phone] else { return nil }
+        var visits = 0
+        defer { noteVisits(visits) }
+        for i in stride(from: list.total - 1, through: 0, by: -1) {
+            let id = list[i]
+            visits += 1
+            if let r = shards[id.shard][id], r.phoneNumber == phone { return r.session(id, appSignatureHash: appHashes[id]) }
+        }
+        return nil
+    }
+
+    /// How many sessions a number has pending.
+    public func count(phone: String) -> Int { phones[phone]?.live ?? 0 }
+
+    // MARK: removal
+
+    /// Removes every session matching `shouldRemove` (a full scan: not for request paths) and returns them.
+    public mutating func remove(where shouldRemove: (VerificationSession) -> Bool) -> [VerificationSession] {
+        let gone = values.filter(shouldRemove)
+        for g in gone { self[g.id] = nil }
+        return gone
+    }
+
+    /// Removes one number's pending sessions and returns them (creation order); O(result).
+    public mutating func removeAll(phone: String) -> [VerificationSession] {
+        let gone = page(phone: phone, limit: .max).sessions
+        for s in gone { self[s.id] = nil }
+        return gone
     }
 
     /// Drops the expired sessions of the next shard, and rebuilds it when mostly empty so memory is returned.
@@ -126,11 +305,136 @@ public struct SessionTable: Sendable {
         let i = cursor
         cursor = (cursor + 1) % Self.shardCount
         let expired = shards[i].filter { $0.value.expiresAt != 0 && $0.value.expiresAt <= now }.map(\.key)
-        for id in expired { shards[i][id] = nil }
-        count -= expired.count
+        for id in expired { self[id] = nil }
         if shards[i].capacity > 64 && shards[i].count * 4 < shards[i].capacity {
             shards[i] = Dictionary(uniqueKeysWithValues: shards[i].map { ($0.key, $0.value) })
         }
         return expired
     }
+
+    // MARK: indexes
+
+    private mutating func index(_ id: SessionID, _ r: SessionRecord) {
+        // Creation order: sends append; only sessions restored from disk can arrive out of order.
+        let seq = r.sequence
+        if let last = order.last, last.lastSequence > seq {
+            let c = chunkIndex(containing: seq)
+            order[c].entries.insert((seq, id), at: firstIndex(in: order[c].entries, after: seq))
+            order[c].live += 1
+            if order[c].entries.count > 2 * OrderChunk.capacity { splitChunk(c) }
+        } else if let last = order.last, last.entries.count < OrderChunk.capacity {
+            order[order.count - 1].entries.append((seq, id))
+            order[order.count - 1].live += 1
+        } else {
+            var entries: [(sequence: UInt64, id: SessionID)] = []
+            entries.reserveCapacity(OrderChunk.capacity)
+            entries.append((seq, id))
+            order.append(OrderChunk(entries: entries, live: 1))
+        }
+        // The number's list.
+        guard var list = phones.take(r.phoneNumber) else {
+            phones[r.phoneNumber] = .one(id)
+            return
+        }
+        var ids = list.ids
+        let live = list.live
+        list = .one(id)  // drops the enum's reference: `ids` is unique, so appending does not copy it
+        let lastID = ids[ids.count - 1]
+        if let last = shards[lastID.shard][lastID], last.sequence > seq {
+            // Out of order (never from sends; restores insert in creation order): before the first later entry.
+            let shards = self.shards
+            ids.insert(id, at: ids.firstIndex { $0 != id && (shards[$0.shard][$0]?.sequence ?? 0) > seq } ?? ids.count)
+        } else {
+            ids.append(id)
+        }
+        phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live + 1))
+    }
+
+    /// Called after `id` left the shards.
+    private mutating func unindex(_ id: SessionID, _ r: SessionRecord) {
+        if let c = chunk(holding: r.sequence, id) {
+            order[c].live -= 1
+            if order[c].live <= 0 {
+                order.remove(at: c)
+            } else if order[c].entries.count > 64 && order[c].live * 2 < order[c].entries.count {
+                let shards = self.shards
+                noteVisits(order[c].entries.count)
+                order[c].entries.removeAll { e in shards[e.id.shard][e.id]?.sequence != e.sequence }
+                order[c].live = order[c].entries.count
+            }
+        }
+        guard var list = phones.take(r.phoneNumber) else { return }
+        let live = list.live - 1
+        guard live > 0, case .many(var ids, _) = list else { return }
+        list = .one(id)  // drops the enum's reference to `ids`
+        if ids.count > 8 && live * 2 < ids.count {
+            noteVisits(ids.count)
+            ids.removeAll { shards[$0.shard][$0]?.phoneNumber != r.phoneNumber }
+            guard !ids.isEmpty else { return }
+            phones[r.phoneNumber] = ids.count == 1 ? .one(ids[0]) : .many(ids, live: Int32(clamping: ids.count))
+        } else {
+            phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live))
+        }
+    }
+
+    /// The chunk whose entries hold (sequence, id), if any.
+    private func chunk(holding sequence: UInt64, _ id: SessionID) -> Int? {
+        guard !order.isEmpty else { return nil }
+        var c = chunkIndex(containing: sequence)
+        // Equal sequences (never from sends) could straddle a chunk boundary: look back while they might.
+        while c >= 0 {
+            let entries = order[c].entries
+            var i = firstIndex(in: entries, after: sequence) - 1
+            while i >= 0 && entries[i].sequence == sequence {
+                if entries[i].id == id { return c }
+                i -= 1
+            }
+            guard c > 0, order[c].firstSequence == sequence else { return nil }
+            c -= 1
+        }
+        return nil
+    }
+
+    /// The chunk whose range holds `sequence` (the last chunk starting at or before it; the first chunk if none).
+    private func chunkIndex(containing sequence: UInt64) -> Int {
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if order[mid].firstSequence <= sequence { lo = mid + 1 } else { hi = mid }
+        }
+        return max(0, lo - 1)
+    }
+
+    /// The first position in sorted `entries` whose sequence is above `sequence`.
+    private func firstIndex(in entries: [(sequence: UInt64, id: SessionID)], after sequence: UInt64) -> Int {
+        var lo = 0, hi = entries.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if entries[mid].sequence <= sequence { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    private mutating func splitChunk(_ c: Int) {
+        let entries = order[c].entries
+        let half = entries.count / 2
+        let shards = self.shards
+        func live(_ part: ArraySlice<(sequence: UInt64, id: SessionID)>) -> Int {
+            part.reduce(0) { $0 + (shards[$1.id.shard][$1.id]?.sequence == $1.sequence ? 1 : 0) }
+        }
+        let a = entries[..<half], b = entries[half...]
+        order[c] = OrderChunk(entries: Array(a), live: live(a))
+        order.insert(OrderChunk(entries: Array(b), live: live(b)), at: c + 1)
+    }
+
+    @inline(__always) private func noteVisits(_ n: Int) {
+        #if DEBUG
+        SessionTable.visitCounter.wrappingAdd(n, ordering: .relaxed)
+        #endif
+    }
+
+    #if DEBUG
+    /// Index entries visited by reads and compactions, counted in debug builds so tests can check the work.
+    public static let visitCounter = Atomic<Int>(0)
+    #endif
 }

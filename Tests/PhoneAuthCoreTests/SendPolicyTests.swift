@@ -108,20 +108,20 @@ final class SendPolicyTests: XCTestCase {
 
     func testWaitForCode() throws {
         let got = expectation(description: "code")
-        emulator.waitForCode(key, phone: "+15559990000", timeoutSeconds: 5) { s in
+        try emulator.waitForCode(key, phone: "+15559990000", timeoutSeconds: 5) { s in
             XCTAssertEqual(s?.phoneNumber, "+15559990000")
             got.fulfill()
         }
         _ = try send("+15559990000")
         wait(for: [got], timeout: 2)
         let timedOut = expectation(description: "timeout")
-        emulator.waitForCode(key, phone: "+15559990001", timeoutSeconds: 0.1) { s in
+        try emulator.waitForCode(key, phone: "+15559990001", timeoutSeconds: 0.1) { s in
             XCTAssertNil(s)
             timedOut.fulfill()
         }
         wait(for: [timedOut], timeout: 2)
         let immediate = expectation(description: "pending")
-        emulator.waitForCode(key, phone: "+15559990000", timeoutSeconds: 5) { s in
+        try emulator.waitForCode(key, phone: "+15559990000", timeoutSeconds: 5) { s in
             XCTAssertNotNil(s)
             immediate.fulfill()
         }
