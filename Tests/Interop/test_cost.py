@@ -41,7 +41,7 @@ def raw_request(port, data, timeout=30):
 
 
 def post_raw(port, path, body):
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n").encode()
     return raw_request(port, head + body)
 
@@ -94,7 +94,7 @@ def test_duplicate_keys_last_wins(emu):
 
 def wait_request(phone, timeout=300, project="demo-phone"):
     return (f"GET /emulator/v1/projects/{project}/verificationCodes:wait?phoneNumber=%2B{phone[1:]}&timeoutSeconds={timeout} "
-            "HTTP/1.1\r\nHost: x\r\n\r\n").encode()
+            "HTTP/1.1\r\nHost: localhost\r\n\r\n").encode()
 
 
 def test_abandoned_long_polls_are_dropped_at_once(fresh):
@@ -161,7 +161,7 @@ def bulk_send(port, phones):
         for start in range(0, len(phones), 200):
             batch = phones[start:start + 200]
             data = b"".join(
-                (f"POST {SEND} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(b)}\r\n\r\n").encode() + b
+                (f"POST {SEND} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len(b)}\r\n\r\n").encode() + b
                 for b in (f'{{"phoneNumber":"{p}"}}'.encode() for p in batch))
             s.sendall(data)
             buf = b""

@@ -41,7 +41,7 @@ final class InboxLiveTests: XCTestCase {
     }
 
     func sendWait(_ fd: Int32, phone: String) {
-        let req = Array("GET /emulator/v1/projects/demo-phone/verificationCodes:wait?phoneNumber=\(URLEncoding.percentEncode(phone))&timeoutSeconds=300 HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let req = Array("GET /emulator/v1/projects/demo-phone/verificationCodes:wait?phoneNumber=\(URLEncoding.percentEncode(phone))&timeoutSeconds=300 HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
         _ = req.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
     }
 
