@@ -10,14 +10,16 @@ import PhoneAuthAPI
 /// A normal build is a replay driver instead: `fuzz-requests FILE…` runs the given inputs once through both.
 @main
 struct FuzzMain {
+    /// `FUZZ_TARGET=json`: the JSON parser alone (read once; the libFuzzer callback cannot capture context).
+    static let jsonTarget = getenv("FUZZ_TARGET").map { String(cString: $0) } == "json"
+
     static func main() {
         #if FUZZING
         var argc = CommandLine.argc
         var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        let json = getenv("FUZZ_TARGET").map { String(cString: $0) } == "json"
         exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
             let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-            if json { JSONFuzz.check(bytes) } else { RequestReplay().run(bytes) }
+            if FuzzMain.jsonTarget { JSONFuzz.check(bytes) } else { RequestReplay().run(bytes) }
             return 0
         })
         #else
