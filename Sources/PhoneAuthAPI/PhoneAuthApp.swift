@@ -8,7 +8,7 @@ import Glibc
 
 /// The Firebase-compatible HTTP surface: authenticates, routes, runs handlers and renders Google envelopes.
 public final class PhoneAuthApp: HTTPResponder {
-    public static let version = "0.1.0"
+    public static let version = ProductVersion.string
     /// The project number every response reports (the official emulator's value).
     public static let projectNumber = "12345"
 

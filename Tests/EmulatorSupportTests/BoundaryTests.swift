@@ -1,4 +1,5 @@
 @testable import EmulatorSupport
+import PhoneAuthTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -34,10 +35,9 @@ final class BoundaryTests: XCTestCase {
 
     var dir = ""
     override func setUp() {
-        var template = Array("/tmp/phone-auth-files-XXXXXX".utf8CString)
-        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        dir = TemporaryDirectory.make("phone-auth-files")
     }
-    override func tearDown() { _ = system("rm -rf '\(dir)'") }
+    override func tearDown() { TemporaryDirectory.remove(dir) }
 
     func testAtomicWriteReplacesASymlinkInsteadOfFollowingIt() throws {
         let victim = dir + "/victim"

@@ -1,6 +1,7 @@
 import Dispatch
 import EmulatorSupport
 @testable import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// The code inbox's indexes (by number, by creation order) and its long-poll waiters (issue 11: with 1.1 M pending
