@@ -305,12 +305,3 @@ extension AuthError {
         "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).",
         http: 403, reason: "forbidden")
 }
-
-extension Substring {
-    func trimmingSpaces() -> String {
-        var s = self
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return String(s)
-    }
-}
