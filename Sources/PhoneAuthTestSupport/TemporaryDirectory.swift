@@ -17,3 +17,17 @@ public enum TemporaryDirectory {
         _ = system("rm -rf '\(path)'")
     }
 }
+
+extension TemporaryDirectory {
+    /// The names in a directory, sorted, without `.` and `..`.
+    public static func listing(_ path: String) throws -> [String] {
+        guard let d = opendir(path) else { throw Files.IOError(path: path, errnoCode: errno) }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}

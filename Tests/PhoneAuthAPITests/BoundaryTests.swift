@@ -198,14 +198,5 @@ final class BoundaryTests: XCTestCase, AppCalling {
         XCTAssertTrue(ServerSettings.usage.contains("--export-root DIR") && ServerSettings.usage.contains("--max-projects N"))
     }
 
-    func listing(_ path: String) throws -> [String] {
-        guard let d = opendir(path) else { throw Files.IOError(path: path, errnoCode: errno) }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    func listing(_ path: String) throws -> [String] { try TemporaryDirectory.listing(path) }
 }
