@@ -26,19 +26,24 @@ let package = Package(
         .target(name: "PhoneAuthStorage", dependencies: ["CSQLite", "CSystem", "PhoneAuthCore", "EmulatorSupport"]),
         // Routes and handlers: the Firebase wire surface.
         .target(name: "PhoneAuthAPI", dependencies: ["PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
-        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthAPI", "PhoneAuthStorage", "CSystem"]),
+        // The server wired from its settings (keys, data directory, pools, listener): `PhoneAuthServer.start(settings:)`.
+        .target(name: "PhoneAuthServer", dependencies: ["PhoneAuthAPI", "PhoneAuthStorage", "PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport", "CSystem"]),
+        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthServer", "PhoneAuthAPI", "EmulatorSupport", "CSystem"]),
         // The `phone-auth` command line: our own small argument parser and an HTTP client.
         .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
         .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),
         // libFuzzer target (scripts/fuzz builds it with -sanitize=fuzzer); a plain build is a replay driver.
         .executableTarget(name: "fuzz-requests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "EmulatorSupport", "CSystem"]),
-        .testTarget(name: "EmulatorSupportTests", dependencies: ["EmulatorSupport"]),
+        // Helpers and fixtures shared by the test targets (temporary directories, test emulators and apps, one signing key).
+        .target(name: "PhoneAuthTestSupport", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
+        .testTarget(name: "EmulatorSupportTests", dependencies: ["EmulatorSupport", "PhoneAuthTestSupport"]),
         .testTarget(name: "JWTTests", dependencies: ["JWT", "EmulatorSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CSystem"]),
-        .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore"]),
-        .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT"]),
+        .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore", "PhoneAuthTestSupport"]),
+        .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT", "PhoneAuthTestSupport"]),
         .testTarget(name: "PhoneAuthCLITests", dependencies: ["PhoneAuthCLI"]),
-        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore"]),
+        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore", "PhoneAuthTestSupport"]),
+        .testTarget(name: "PhoneAuthServerTests", dependencies: ["PhoneAuthServer", "PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "EmulatorSupport", "PhoneAuthTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -150,15 +151,36 @@ def openssl_sign_rate(seconds):
                          capture_output=True, text=True, timeout=seconds * 4 + 60).stdout
     # "rsa 2048 bits 0.000137s 0.000005s   7299.3 196078.4"
     m = re.search(r"rsa\s+2048 bits\s+[\d.]+s\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)", out)
+    if not m or float(m.group(1)) <= 0:
+        raise AnchorError(f"openssl speed rsa2048: no sign rate in its output\n{out}")
     return float(m.group(1))
+
+
+class AnchorError(RuntimeError):
+    """A limit that did not measure what it claims (an nginx answering 403, an unparsable openssl speed): the
+    benchmark stops rather than print ratios against it."""
+
+
+def check_anchor(name, result):
+    """wrk counts every status >= 400 as "Non-2xx or 3xx responses"; an anchor must answer 200 to every request."""
+    if result["non_2xx"] or not result["requests"]:
+        raise AnchorError(f"{name}: {result['non_2xx']} of {result['requests']} responses were not 200"
+                          f" — the limit is not what it claims\n{result['raw']}")
+    if result["socket_errors"]:
+        log(f"{name}: socket errors: {result['socket_errors']}")
+    return result
 
 
 def start_nginx(body_size):
     d = tempfile.mkdtemp(prefix="bench-nginx-")
+    # mkdtemp makes the directory 0700; nginx's workers run as `nobody` when the master is root, so they must be able
+    # to traverse it and read the file (otherwise every request is a 403 and the "limit" measures error pages).
+    os.chmod(d, 0o755)
     port = free_port()
     body = '{"sessionInfo":"' + "A" * max(1, body_size - 17) + '"}'
     with open(os.path.join(d, "static.json"), "w") as f:
         f.write(body)
+    os.chmod(os.path.join(d, "static.json"), 0o644)
     conf = f"""
 worker_processes {CPUS};
 pid {d}/nginx.pid;
@@ -182,14 +204,29 @@ http {{
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
     subprocess.run(["nginx", "-c", os.path.join(d, "nginx.conf"), "-p", d], check=True, timeout=20)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/static.json", timeout=1).read()
-            break
-        except OSError:
-            time.sleep(0.05)
     with open(os.path.join(d, "nginx.pid")) as f:
         pid = int(f.read().strip())
+    # Pre-flight: the anchor must answer 200 with the very body it is meant to serve.
+    status, got, problem = None, None, "no answer"
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/static.json", timeout=1) as r:
+                status, got = r.status, r.read()
+            break
+        except urllib.error.HTTPError as e:
+            status, problem = e.code, f"HTTP {e.code} {e.reason}"
+            break
+        except OSError as e:
+            problem = str(e)
+            time.sleep(0.05)
+    if status != 200 or got != body.encode():
+        try:
+            with open(os.path.join(d, "error.log")) as f:
+                problem += "\n" + f.read()[-2000:]
+        except OSError:
+            pass
+        stop_nginx(d, pid)
+        raise AnchorError(f"nginx anchor: GET /static.json answered {status} ({problem}), expected 200 and the static JSON")
     return d, port, pid
 
 
@@ -340,8 +377,19 @@ def main():
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users)")
     ap.add_argument("--inbox", action="store_true", help="only the send rates: fictional vs non-fictional (inbox path)")
+    ap.add_argument("--anchors", action="store_true", help="only the limits (openssl speed, nginx), each checked")
     a = ap.parse_args()
     d, c = a.duration, a.connections
+    if a.anchors:
+        sign_rate = openssl_sign_rate(max(3, d // 2))
+        nd, nport, npid = start_nginx(int(os.environ.get("BENCH_REPLY_BYTES", "280")))
+        try:
+            nginx = check_anchor("nginx anchor", wrk(f"http://127.0.0.1:{nport}", "static.lua", d, c, server_pid=npid))
+        finally:
+            stop_nginx(nd, npid)
+        print(f"RSA-2048 signs/s {sign_rate:.1f}; nginx static JSON {nginx['rps']:.1f} req/s, p99 {nginx['p99_ms']:.2f} ms, "
+              f"all {nginx['requests']} answers 200")
+        return
     if a.inbox:
         inbox_rates(d, c)
         return
@@ -364,7 +412,7 @@ def main():
     srv.stop()
     nd, nport, npid = start_nginx(reply_size)
     try:
-        nginx = wrk(f"http://127.0.0.1:{nport}", "static.lua", d, c, server_pid=npid)
+        nginx = check_anchor("nginx anchor", wrk(f"http://127.0.0.1:{nport}", "static.lua", d, c, server_pid=npid))
     finally:
         stop_nginx(nd, npid)
 
@@ -466,4 +514,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except AnchorError as e:
+        log(f"bench: FAILED: {e}")
+        sys.exit(1)

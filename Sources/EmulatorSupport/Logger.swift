@@ -78,8 +78,7 @@ public final class AsyncStandardErrorSink: LogSink, @unchecked Sendable {
 
     public init(capacity: Int = 10_000) {
         self.capacity = capacity
-        let t = Thread { [self] in self.run() }
-        t.start()
+        NativeThread.start { [self] in self.run() }.detach()
     }
 
     public func write(_ line: String) {
@@ -112,22 +111,6 @@ public final class AsyncStandardErrorSink: LogSink, @unchecked Sendable {
             for line in batch { StandardErrorSink.writeLine(line, fd: 2) }
             if closed { done.signal(); return }
         }
-    }
-}
-
-/// A minimal thread for the log writer (EmulatorSupport has no thread helper of its own otherwise).
-private final class Thread: @unchecked Sendable {
-    private let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-    func start() {
-        var t = pthread_t()
-        let box = Unmanaged.passRetained(self).toOpaque()
-        _ = pthread_create(&t, nil, { arg in
-            let me = Unmanaged<Thread>.fromOpaque(arg!).takeRetainedValue()
-            me.body()
-            return nil
-        }, box)
-        pthread_detach(t)
     }
 }
 

@@ -8,7 +8,7 @@ import Glibc
 
 /// The Firebase-compatible HTTP surface: authenticates, routes, runs handlers and renders Google envelopes.
 public final class PhoneAuthApp: HTTPResponder {
-    public static let version = "0.1.0"
+    public static let version = ProductVersion.string
     /// The project number every response reports (the official emulator's value).
     public static let projectNumber = "12345"
 
@@ -304,13 +304,4 @@ extension AuthError {
         "PERMISSION_DENIED",
         "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).",
         http: 403, reason: "forbidden")
-}
-
-extension Substring {
-    func trimmingSpaces() -> String {
-        var s = self
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return String(s)
-    }
 }

@@ -161,7 +161,7 @@ public struct WebBoundary: Sendable, Equatable {
 
     /// An `--allow-origin` value in the form origins are compared in; nil when it is not an origin.
     public static func normalizeOrigin(_ raw: String) -> String? {
-        var s = raw.trimmingCharacters()
+        var s = raw.trimmingSpaces()
         if s.hasSuffix("/") { s = String(s.dropLast()) }
         if let (scheme, name, port) = parseOrigin(s) { return scheme + "://" + name + (port.map { ":\($0)" } ?? "") }
         // Another scheme: scheme://authority, compared exactly (lowercase).
@@ -177,7 +177,7 @@ public struct WebBoundary: Sendable, Equatable {
 
     /// An `--allow-host` value: `name`, `name:port`, `*.suffix` or `*`, lowercase; nil when malformed.
     public static func normalizeHost(_ raw: String) -> String? {
-        let s = raw.trimmingCharacters().lowercased()
+        let s = raw.trimmingSpaces().lowercased()
         if s == "*" { return s }
         var body = s
         if body.hasPrefix("*.") { body = String(body.dropFirst(2)) }
@@ -202,8 +202,4 @@ public struct WebBoundary: Sendable, Equatable {
     static func printable(_ s: String) -> String {
         String(String.UnicodeScalarView(s.unicodeScalars.prefix(100).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }))
     }
-}
-
-extension String {
-    fileprivate func trimmingCharacters() -> String { self[...].trimmingSpaces() }
 }

@@ -33,7 +33,7 @@ struct Command: Sendable {
 
 /// The `phone-auth` command line.
 public enum CLI {
-    public static let version = "0.1.0"
+    public static let version = ProductVersion.string
     static let globalValued: Set<String> = ["emulator", "project", "api-key", "tenant", "admin-token"]
     static let globalBoolean: Set<String> = ["json", "help", "version"]
 

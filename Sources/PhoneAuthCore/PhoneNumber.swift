@@ -46,12 +46,6 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
 
     /// The ISO 3166 region of the number (NANP numbers resolved by area code), or nil for non-geographic codes.
     public var region: String? { CallingCodes.region(e164: e164, callingCode: callingCode) }
-
-    /// `+*******4567`: every digit but the last four masked, as Google shows MFA numbers.
-    public var obfuscated: String {
-        let d = Array(e164.dropFirst())
-        return "+" + String(repeating: "*", count: max(0, d.count - 4)) + String(d.suffix(4))
-    }
 }
 
 /// Assigned ITU-T E.164 country calling codes and their main regions.

@@ -203,12 +203,6 @@ public struct SessionTable: Sendable {
 
     public func contains(_ id: SessionID) -> Bool { shards[id.shard][id] != nil }
 
-    /// By the client's text form (nil for malformed ids).
-    public subscript(text: String) -> VerificationSession? {
-        get { SessionID(text).flatMap { self[$0] } }
-        set { if let id = SessionID(text) { self[id] = newValue } }
-    }
-
     /// Every pending session, in no particular order.
     public var values: [VerificationSession] {
         shards.flatMap { $0.map { $0.value.session($0.key, appSignatureHash: appHashes[$0.key]) } }

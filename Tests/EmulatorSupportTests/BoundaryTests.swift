@@ -1,4 +1,5 @@
 @testable import EmulatorSupport
+import PhoneAuthTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -34,10 +35,9 @@ final class BoundaryTests: XCTestCase {
 
     var dir = ""
     override func setUp() {
-        var template = Array("/tmp/phone-auth-files-XXXXXX".utf8CString)
-        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        dir = TemporaryDirectory.make("phone-auth-files")
     }
-    override func tearDown() { _ = system("rm -rf '\(dir)'") }
+    override func tearDown() { TemporaryDirectory.remove(dir) }
 
     func testAtomicWriteReplacesASymlinkInsteadOfFollowingIt() throws {
         let victim = dir + "/victim"
@@ -82,14 +82,5 @@ final class BoundaryTests: XCTestCase {
         XCTAssertEqual(st.st_mode & S_IFMT, S_IFDIR)
     }
 
-    func listing() throws -> [String] {
-        guard let d = opendir(dir) else { throw Files.IOError(path: dir, errnoCode: errno) }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    func listing() throws -> [String] { try TemporaryDirectory.listing(dir) }
 }

@@ -1,4 +1,5 @@
 @testable import EmulatorSupport
+import PhoneAuthTestSupport
 import XCTest
 
 /// Objects are linear to build and read, whatever their size (issue 11: one 1 MiB body of 110k keys held an event
@@ -118,18 +119,5 @@ final class JSONObjectCostTests: XCTestCase {
             }
             for k in 0..<40 { XCTAssertEqual(o["k\(k)"], values["k\(k)"].map { .int($0) }) }
         }
-    }
-}
-
-/// A small deterministic generator for property tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

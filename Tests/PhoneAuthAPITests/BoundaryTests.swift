@@ -2,27 +2,27 @@ import EmulatorSupport
 import HTTPServer
 @testable import PhoneAuthAPI
 import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Issue 11: identifiers from paths, queries and bodies cross one boundary; exports stay inside the export root.
-final class BoundaryTests: XCTestCase {
+final class BoundaryTests: XCTestCase, AppCalling {
     var dir = ""
     var root = ""
     var app: PhoneAuthApp!
     var log: MemoryLogSink!
 
     override func setUp() {
-        var template = Array("/tmp/phone-auth-boundary-XXXXXX".utf8CString)
-        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        dir = TemporaryDirectory.make("phone-auth-boundary")
         root = dir + "/root"
         mkdir(root, 0o755)
         makeApp()
     }
 
-    override func tearDown() { _ = system("rm -rf '\(dir)'") }
+    override func tearDown() { TemporaryDirectory.remove(dir) }
 
     func makeApp(maxProjects: Int = 50, maxTenants: Int = 1000, signing: TokenSigningMode = .none) {
         log = MemoryLogSink()
@@ -35,18 +35,10 @@ final class BoundaryTests: XCTestCase {
                            exportRoot: root)
     }
 
-    func call(_ method: String, _ target: String, _ body: String? = nil, headers: [(String, String)] = []) -> (Int, JSON) {
-        var h = HTTPHeaders()
-        for (k, v) in headers { h.add(k, v) }
-        let resp = app.respond(to: HTTPRequest(method: method, target: target, headers: h, body: Array((body ?? "").utf8)), context: .detached)!
-        return (resp.status, (try? JSONParser.parse(resp.body)) ?? .null)
-    }
-
     func itk(_ op: String, _ body: String) -> (Int, JSON) { call("POST", "/identitytoolkit.googleapis.com/v1/accounts:\(op)?key=x", body) }
     func export(_ path: String) -> (Int, JSON) {
         call("POST", "/emulator/v1/projects/demo-phone:export", JSON.object(["path": .string(path)]).serializedString)
     }
-    func message(_ r: (Int, JSON)) -> String? { r.1["error"]?["message"]?.stringValue }
 
     /// The issue's three requests, with the target outside the export root.
     func testTheFileWriteAttackWritesNothingOutsideTheRoot() throws {
@@ -206,14 +198,5 @@ final class BoundaryTests: XCTestCase {
         XCTAssertTrue(ServerSettings.usage.contains("--export-root DIR") && ServerSettings.usage.contains("--max-projects N"))
     }
 
-    func listing(_ path: String) throws -> [String] {
-        guard let d = opendir(path) else { throw Files.IOError(path: path, errnoCode: errno) }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    func listing(_ path: String) throws -> [String] { try TemporaryDirectory.listing(path) }
 }

@@ -3,37 +3,18 @@ import HTTPServer
 import JWT
 @testable import PhoneAuthAPI
 import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// Handlers driven through the app's responder with raw requests (no sockets; signing runs inline).
-final class HandlerTests: XCTestCase {
-    static let signingKey: SigningKey = {
-        try! SigningKey(key: RSAKey.generate(bits: 2048), createdAt: 1_800_000_000)
-    }()
+final class HandlerTests: XCTestCase, AppCalling {
+    static let signingKey = TestKeys.signingKey
     var clock: EmulatorClock!
     var app: PhoneAuthApp!
 
     override func setUp() {
-        clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
-        var config = ProjectConfig()
-        config.testPhoneNumbers = ["+16505554567": "123456"]
-        let emulator = Emulator(defaultProjectId: "demo-phone", projectConfigs: ["demo-phone": config], clock: clock,
-                                random: SeededRandom(seed: 42), logger: Logger(label: "t", level: .critical))
-        app = PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: .rs256, initialKey: Self.signingKey), signingPool: nil,
-                           logger: Logger(label: "t", level: .critical))
-    }
-
-    func call(_ method: String, _ target: String, _ body: String? = nil, headers: [(String, String)] = []) -> (Int, JSON) {
-        var h = HTTPHeaders()
-        for (k, v) in headers { h.add(k, v) }
-        let req = HTTPRequest(method: method, target: target, headers: h, body: Array((body ?? "").utf8))
-        let resp = app.respond(to: req, context: .detached)!
-        let json = resp.body.isEmpty ? JSON.null : ((try? JSONParser.parse(resp.body)) ?? .string(String(decoding: resp.body, as: UTF8.self)))
-        return (resp.status, json)
-    }
-
-    func itk(_ op: String, _ body: String) -> (Int, JSON) {
-        call("POST", "/identitytoolkit.googleapis.com/v1/accounts:\(op)?key=fake-api-key", body)
+        clock = EmulatorClock(fixedAtMillis: testEpochMillis)
+        app = makeTestApp(clock: clock, seed: 42)
     }
 
     func signIn() -> JSON {

@@ -1,5 +1,6 @@
 import EmulatorSupport
 @testable import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// Issue 11: client-driven time and state stay bounded — the clock cannot overflow, credentials and proofs expire and

@@ -1,6 +1,7 @@
 import Dispatch
 import EmulatorSupport
 @testable import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// The code inbox's indexes (by number, by creation order) and its long-poll waiters (issue 11: with 1.1 M pending
@@ -241,17 +242,4 @@ final class InboxWaiterTests: XCTestCase {
 func sevenDigits(_ n: Int) -> String {
     let digits = n.description
     return String(repeating: "0", count: max(0, 7 - digits.utf8.count)) + digits
-}
-
-/// A small deterministic generator for property tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }

@@ -1,5 +1,6 @@
 import EmulatorSupport
 @testable import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// App verification, regions, rate limits and quota on a manual clock. Fictional numbers are exempt from all.

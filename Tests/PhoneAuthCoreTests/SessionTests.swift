@@ -1,5 +1,6 @@
 import EmulatorSupport
 @testable import PhoneAuthCore
+import PhoneAuthTestSupport
 import XCTest
 
 /// Verification sessions with a manual clock: single use, attempts, expiry, fictional numbers.

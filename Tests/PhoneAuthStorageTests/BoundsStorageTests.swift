@@ -1,6 +1,7 @@
 import EmulatorSupport
 import PhoneAuthCore
 @testable import PhoneAuthStorage
+import PhoneAuthTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -12,13 +13,10 @@ final class BoundsStorageTests: XCTestCase {
     var dir = ""
 
     override func setUp() {
-        var template = Array("/tmp/phone-auth-bounds-XXXXXX".utf8CString)
-        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        dir = TemporaryDirectory.make("phone-auth-bounds")
     }
 
-    override func tearDown() {
-        _ = dir.withCString { p in system("rm -rf '\(String(cString: p))'") }
-    }
+    override func tearDown() { TemporaryDirectory.remove(dir) }
 
     func testEveryInt64RoundTripsExactly() throws {
         for v: Int64 in [0, 1, -1, 1 << 53, (1 << 53) + 1, 9_000_000_000_000_001, Int64.max, Int64.min, Int64.max - 1, 253_402_300_799_999] {

@@ -1,6 +1,7 @@
 import EmulatorSupport
 import PhoneAuthCore
 import PhoneAuthStorage
+import PhoneAuthTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -10,20 +11,12 @@ final class DataDirectoryTests: XCTestCase {
     var dir = ""
 
     override func setUp() {
-        var template = Array("/tmp/phone-auth-storage-XXXXXX".utf8CString)
-        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        dir = TemporaryDirectory.make("phone-auth-storage")
     }
 
-    override func tearDown() {
-        _ = dir.withCString { p in system("rm -rf '\(String(cString: p))'") }
-    }
+    override func tearDown() { TemporaryDirectory.remove(dir) }
 
-    func emulator(_ journal: DataDirectory) -> Emulator {
-        var config = ProjectConfig()
-        config.testPhoneNumbers = ["+16505554567": "123456"]
-        return Emulator(defaultProjectId: "p", projectConfigs: ["p": config], clock: EmulatorClock(fixedAtMillis: 1_800_000_000_000),
-                        random: SeededRandom(seed: 5), logger: Logger(label: "t", level: .critical), journal: journal)
-    }
+    func emulator(_ journal: DataDirectory) -> Emulator { makeTestEmulator(seed: 5, journal: journal) }
 
     func testEverythingSurvivesAReopen() throws {
         let key = StoreKey(projectId: "p")

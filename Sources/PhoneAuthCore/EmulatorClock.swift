@@ -1,19 +1,10 @@
 import EmulatorSupport
 import Synchronization
 
-/// The time every expiry reads (sessions, tokens, rate windows). Not named `Clock`, which would shadow Swift's.
-public protocol WallClock: Sendable {
-    /// Milliseconds since the Unix epoch.
-    func nowMillis() -> Int64
-}
-
-extension WallClock {
-    public func nowSeconds() -> Int64 { nowMillis() / 1000 }
-}
-
-/// The emulator's clock: the system time (or a fixed start, for tests) plus an offset that the emulator API advances.
-/// The offset is bounded (`maxOffsetMillis`) and every read saturates, so no sequence of advances can overflow.
-public final class EmulatorClock: WallClock {
+/// The emulator's clock, the time every expiry reads (sessions, tokens, rate windows): the system time (or a fixed
+/// start, for tests) plus an offset that the emulator API advances. The offset is bounded (`maxOffsetMillis`) and every
+/// read saturates, so no sequence of advances can overflow.
+public final class EmulatorClock: Sendable {
     /// One advance moves time by at most ten years.
     public static let maxAdvanceMillis: Int64 = 10 * 365 * 86_400_000
     /// The total offset stays within a hundred years of the base time.
@@ -28,10 +19,13 @@ public final class EmulatorClock: WallClock {
     /// A manual clock frozen at `startMillis` until advanced.
     public init(fixedAtMillis startMillis: Int64) { fixedStart = startMillis }
 
+    /// Milliseconds since the Unix epoch.
     public func nowMillis() -> Int64 {
         let (sum, overflow) = (fixedStart ?? Timestamp.systemMillis()).addingReportingOverflow(offset.load(ordering: .acquiring))
         return overflow ? Int64.max : sum
     }
+
+    public func nowSeconds() -> Int64 { nowMillis() / 1000 }
 
     /// Moves time forward by `millis` (0 … `maxAdvanceMillis`) unless the total offset would pass `maxOffsetMillis`.
     /// Returns false (and changes nothing) when refused.

@@ -1,0 +1,22 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// The fixed start of every test clock: 2027-01-15T08:00:00Z.
+public let testEpochMillis: Int64 = 1_800_000_000_000
+
+extension Logger {
+    /// A logger that writes nothing (tests that do not look at logs).
+    public static var quiet: Logger { Logger(label: "t", level: .critical) }
+}
+
+/// An emulator on an injected clock and seeded randomness with the fictional number +16505554567 → 123456 in
+/// `projectId` (default "p"); `configure` changes that project's config.
+public func makeTestEmulator(projectId: String = "p", clock: EmulatorClock = EmulatorClock(fixedAtMillis: testEpochMillis), seed: UInt64,
+                             logger: Logger = .quiet, journal: (any StateJournal)? = nil, maxProjects: Int = Emulator.defaultMaxProjects,
+                             configure: (inout ProjectConfig) -> Void = { _ in }) -> Emulator {
+    var config = ProjectConfig()
+    config.testPhoneNumbers = ["+16505554567": "123456"]
+    configure(&config)
+    return Emulator(defaultProjectId: projectId, projectConfigs: [projectId: config], clock: clock, random: SeededRandom(seed: seed),
+                    logger: logger, journal: journal, maxProjects: maxProjects)
+}
