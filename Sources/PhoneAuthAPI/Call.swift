@@ -13,7 +13,8 @@ struct Call: Sendable {
     var projectId: String
     /// `/tenants/{t}/` from the path, if any.
     let pathTenant: String?
-    let pathParams: [String: String]
+    /// Came by a legacy v3 path (`Route.legacy`): replies carry `kind`.
+    let legacy: Bool
     /// Admits the tenants this call names (validity, caps, `tenants.createOnFirstUse`).
     let emulator: Emulator
     /// Answers a deferred call later (see `Reply.deferred`), from any thread.

@@ -60,7 +60,7 @@ public final class PhoneAuthApp: HTTPResponder {
         case .methodNotAllowed:
             return render(error: .methodNotAllowed, for: request)
         case .route(let route):
-            if let pool = signingPool, route.bulk || (route.offload && tokens.mode == .rs256) {
+            if let pool = signingPool, route.run == .bulk || (route.run == .offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
                     if let r = self.handle(request, route, context) { context.complete(r) }
                 }
@@ -139,7 +139,7 @@ public final class PhoneAuthApp: HTTPResponder {
         // Project: the path's, else an admin's body targetProjectId, else the API key's.
         var projectId = emulator.defaultProjectId
         if let key = apiKey, let mapped = apiKeyProjects[key] { projectId = mapped }
-        if let p = route.projectId {
+        if let p = route.params.project {
             if route.access == .adminPath && !privileged {
                 throw AuthError("INSUFFICIENT_PERMISSION", "Only authenticated requests can specify target_project_id.")
             }
@@ -149,10 +149,10 @@ public final class PhoneAuthApp: HTTPResponder {
             projectId = target
         }
         // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
-        let pathTenant = try Identifiers.tenantID(route.tenantId)
+        let pathTenant = try Identifiers.tenantID(route.params.tenant)
         try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request)
         return Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                    pathTenant: pathTenant, pathParams: route.params, emulator: emulator, complete: complete)
+                    pathTenant: pathTenant, legacy: route.legacy, emulator: emulator, complete: complete)
     }
 
     /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
@@ -237,9 +237,8 @@ public final class PhoneAuthApp: HTTPResponder {
     /// Network Access (a public page reaching this loopback server) is granted to allowed origins only.
     func preflight(_ request: HTTPRequest, _ seen: BoundaryHeaders) -> HTTPResponse {
         let requested = request.headers["access-control-request-headers"].map(Self.headerNames) ?? []
-        let requestedMethod = request.headers["access-control-request-method"] ?? "GET"
         let protected = seen.authorization || requested.contains("authorization")
-            || Router.isProtected(method: requestedMethod, path: request.path)
+            || Router.isProtected(path: request.path)
         switch boundary.verdict(hosts: seen.hosts, origins: seen.origins, protected: protected) {
         case .refuseHost: return refuse(.hostNotAllowed, host: true, request, seen)
         case .refuseOrigin: return refuse(.originNotAllowed, host: false, request, seen)

@@ -25,33 +25,103 @@ enum Access: Sendable {
         case .client, .apiKey, .open: false
         }
     }
+
+    /// The README's "credentials" column.
+    var summary: String {
+        switch self {
+        case .client: "API key or admin"
+        case .apiKey: "API key"
+        case .admin, .adminPath: "admin"
+        case .emulator: "none (`--admin-token`: that token)"
+        case .open: "none"
+        }
+    }
 }
 
 enum BodyKind: Sendable { case none, json, jsonOrForm }
 
+/// Where a handler runs.
+enum Execution: Sendable {
+    /// On the event loop.
+    case loop
+    /// Signs tokens: on the signing pool when signing is RS256, never on an event loop then.
+    case offload
+    /// Bulk work (batch deletes and imports, wipes, full listings, export): on the worker pool in every signing mode,
+    /// so one large request never holds an event loop.
+    case bulk
+}
+
 typealias Handler = @Sendable (PhoneAuthApp, Call) throws -> Reply
 
-struct Route: Sendable {
+/// The parameters a path template can name, percent-decoded.
+struct PathParams: Sendable, Equatable {
+    /// `{project}`.
+    var project: String?
+    /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
+    var tenant: String?
+
+    enum Name: String, Sendable, CaseIterable { case project, tenant }
+
+    subscript(name: Name) -> String? {
+        get {
+            switch name {
+            case .project: project
+            case .tenant: tenant
+            }
+        }
+        set {
+            switch name {
+            case .project: project = newValue
+            case .tenant: tenant = newValue
+            }
+        }
+    }
+}
+
+/// One row of the route table: everything there is to know about an endpoint except its handler's body.
+struct RouteRow: Sendable {
+    /// `GET`, `POST`, `PATCH` or `DELETE` (`HEAD` is served by the `GET` row).
+    let method: String
+    /// Segments separated by `/`: literals, or a parameter `{project}` / `{tenant}` (non-empty), `{tenant?}` (may be
+    /// empty), optionally followed by a literal suffix (`{project}:export`). At most one optional group `[/…]`.
+    /// Literals are compared with the request's percent-decoded segments.
+    let template: String
     let access: Access
     let body: BodyKind
-    /// Signs tokens: run on the signing pool, never on an event loop.
-    let offload: Bool
+    let run: Execution
+    /// The iOS SDK's v3 name: the row is also served at `/www.googleapis.com/identitytoolkit/v3/relyingparty/<v3>`,
+    /// where `Route.legacy` is set (replies carry `kind`).
+    let v3: String?
+    /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
+    let doc: String
     let handler: Handler
-    var projectId: String? = nil
-    var tenantId: String? = nil
-    var params: [String: String] = [:]
-    /// Legacy v3 path (iOS): replies carry `kind`.
-    var legacy = false
-    /// Bulk work (batch deletes and imports, wipes, full listings, export): runs on the worker pool in every signing
-    /// mode, so one large request never holds an event loop (`offload` alone only applies with RS256 signing).
-    var bulk = false
 
-    /// This route, marked as bulk work.
-    var bulkWork: Route {
-        var r = self
-        r.bulk = true
-        return r
+    init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,
+         _ doc: String, _ handler: @escaping Handler) {
+        self.method = method
+        self.template = template
+        self.access = access
+        self.body = body
+        self.run = run
+        self.v3 = v3
+        self.doc = doc
+        self.handler = handler
     }
+
+    static let legacyPrefix = "/www.googleapis.com/identitytoolkit/v3/relyingparty/"
+}
+
+/// A routed request: its row, the typed path parameters, and whether it came by a legacy v3 path.
+struct Route: Sendable {
+    let row: RouteRow
+    let params: PathParams
+    /// Legacy v3 path (iOS): replies carry `kind`.
+    let legacy: Bool
+
+    var access: Access { row.access }
+    var body: BodyKind { row.body }
+    var run: Execution { row.run }
+    var handler: Handler { row.handler }
 }
 
 enum Router {
@@ -61,227 +131,334 @@ enum Router {
         case notFound
     }
 
-    /// The hot client paths, matched with one hash lookup before any splitting.
-    static let exact: [String: Route] = {
-        var m: [String: Route] = [:]
-        for op in ["accounts:sendVerificationCode", "accounts:signInWithPhoneNumber", "accounts:lookup", "accounts:signUp", "accounts:update",
-                   "accounts:delete", "accounts:verifyClient"] {
-            m["/identitytoolkit.googleapis.com/v1/" + op] = clientOperation(op)
-        }
-        m["/securetoken.googleapis.com/v1/token"] = Route(access: .apiKey, body: .jsonOrForm, offload: true, handler: SecureToken.grant)
-        return m
-    }()
+    /// Every endpoint, one row each. Adding an endpoint: a row here (then `scripts/readme-endpoints` for the README),
+    /// a handler, its tests.
+    static let rows: [RouteRow] = [
+        // Client API (Identity Toolkit v1, Secure Token), v3 names for the iOS SDK's legacy paths.
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode", .client, .json, .loop, v3: "sendVerificationCode",
+                 "start a verification, `{sessionInfo}`", SendVerificationCode.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPhoneNumber", .client, .json, .offload, v3: "verifyPhoneNumber",
+                 "sign in / sign up; link and re-auth with `idToken`; `temporaryProof` conflicts", SignInWithPhoneNumber.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:lookup", .client, .json, .offload, v3: "getAccountInfo",
+                 "the user of an `idToken` (admin: by `localId[]`, `phoneNumber[]`, `email[]`)", Lookup.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp", .client, .json, .offload, v3: "signupNewUser",
+                 "anonymous users", SignUp.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:update", .client, .json, .offload, v3: "setAccountInfo",
+                 "profile changes, `deleteProvider: [\"phone\"]`", UpdateAccount.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:delete", .client, .json, .offload, v3: "deleteAccount",
+                 "self-delete (with `idToken`)", DeleteAccount.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient", .client, .json, .loop, v3: "verifyClient",
+                 "iOS app verification: `{receipt, suggestedTimeout}`", VerifyClient.handle),
+        RouteRow("POST", "/securetoken.googleapis.com/v1/token", .apiKey, .jsonOrForm, .offload,
+                 "refresh; form or JSON; new ID token in `access_token` and `id_token`", SecureToken.grant),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v1/recaptchaParams", .client, .none, .loop,
+                 "the old reCAPTCHA parameters (a fake site key)", RecaptchaConfig.legacyParams),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v1/projects", .client, .none, .loop,
+                 "project number and `authorizedDomains`", Status.projects),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/recaptchaConfig", .client, .none, .loop,
+                 "PHONE_PROVIDER `OFF` (or `ENFORCE` when configured)", RecaptchaConfig.handle),
 
-    static func match(method: String, path: String) -> Match {
-        if let r = exact[path] { return method == "POST" ? .route(r) : .methodNotAllowed }
-        if path == "/" { return method == "GET" || method == "HEAD" ? .route(Route(access: .open, body: .none, offload: false, handler: Status.root)) : .methodNotAllowed }
-        return matchSegments(method: method, path: path)
-    }
+        // Admin API (`Bearer owner`). An empty tenant (`tenants//…`, as firebase-tools import sends) is the top-level project.
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts", .adminPath, .json, .loop,
+                 "create a user", SignUp.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup", .adminPath, .json, .offload,
+                 "users by `localId[]`, `phoneNumber[]`, `email[]`", Lookup.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:update", .adminPath, .json, .offload,
+                 "update a user (claims, `disableUser`, `validSince`, …)", UpdateAccount.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:delete", .adminPath, .json, .offload,
+                 "delete a user", DeleteAccount.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchDelete", .admin, .json, .bulk,
+                 "delete users (`localIds`, `force`)", BatchAccounts.batchDelete),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchGet", .admin, .none, .bulk,
+                 "list users (`?maxResults=&nextPageToken=`)", BatchAccounts.batchGet),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query", .admin, .json, .bulk,
+                 "query users (`expression`, `sortBy`, `order`, `offset`, `limit`)", BatchAccounts.query),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchCreate", .admin, .json, .bulk,
+                 "import users; `tenants//accounts:batchCreate` is the top-level project", BatchAccounts.batchCreate),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/config", .admin, .none, .loop,
+                 "production Admin API config, incl. `signIn.phoneNumber.testPhoneNumbers`", AdminConfig.get),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}/config", .admin, .json, .loop,
+                 "PATCH with `?updateMask=`", AdminConfig.patch),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .none, .loop,
+                 "list tenants", Tenants.list),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .json, .loop,
+                 "create one (`displayName`, `disableAuth`, `testPhoneNumbers`, …)", Tenants.create),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants/{tenant}", .admin, .none, .loop,
+                 "a tenant", Tenants.get),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants/{tenant}", .admin, .json, .loop,
+                 "update it", Tenants.patch),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants/{tenant}", .admin, .none, .bulk,
+                 "delete it and its users", Tenants.delete),
+
+        // Keys and status.
+        RouteRow("GET", "/www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com", .open, .none, .offload,
+                 "the signing certificates (x509 map)", PublicKeys.x509),
+        RouteRow("GET", "/www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com", .open, .none, .offload,
+                 "the signing keys (JWKS)", PublicKeys.jwks),
+        RouteRow("GET", "/securetoken.google.com/{project}/.well-known/openid-configuration", .open, .none, .loop,
+                 "OpenID configuration", PublicKeys.openIDConfiguration),
+        RouteRow("GET", "/", .open, .none, .loop,
+                 "readiness (`{\"authEmulator\":{\"ready\":true,…}}`)", Status.root),
+
+        // The emulator API.
+        RouteRow("GET", "/emulator/v1/clock", .emulator, .none, .loop,
+                 "the emulator clock", EmulatorControls.clock),
+        RouteRow("POST", "/emulator/v1/clock:advance", .emulator, .json, .loop,
+                 "move it forward (`{seconds}`)", EmulatorControls.advanceClock),
+        RouteRow("POST", "/emulator/v1/clock:reset", .emulator, .json, .loop,
+                 "back to the real time", EmulatorControls.resetClock),
+        RouteRow("POST", "/emulator/v1/keys:rotate", .emulator, .json, .offload,
+                 "new signing key; up to 4 previous ones stay published, older ones are retired (`retiredKids`)", EmulatorControls.rotateKeys),
+        RouteRow("POST", "/emulator/v1/projects/{project}:export", .emulator, .json, .bulk,
+                 "export users and config (`{path}`, inside `--export-root`)", ExportEndpoint.handle),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/config", .emulator, .none, .loop,
+                 "the per-project config block below", EmulatorAPI.getConfig),
+        RouteRow("PATCH", "/emulator/v1/projects/{project}[/tenants/{tenant}]/config", .emulator, .json, .loop,
+                 "PATCH merges", EmulatorAPI.patchConfig),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes", .emulator, .none, .loop,
+                 "pending codes (`?phoneNumber=` filter)", EmulatorAPI.listCodes),
+        RouteRow("DELETE", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes", .emulator, .none, .bulk,
+                 "DELETE invalidates them", EmulatorAPI.clearCodes),
+        RouteRow("DELETE", "/emulator/v1/projects/{project}[/tenants/{tenant}]/accounts", .emulator, .none, .bulk,
+                 "wipe users", EmulatorAPI.wipeAccounts),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes:wait", .emulator, .none, .loop,
+                 "long-poll for the next code (`?phoneNumber=&timeoutSeconds=`)", EmulatorAPI.waitForCode),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/pushNotifications", .emulator, .none, .loop,
+                 "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
+        RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,
+                 "mint reCAPTCHA / Play Integrity tokens", EmulatorControls.mintCredential),
+    ]
+
+    /// The table, compiled once.
+    static let table = RouteTable(rows)
+
+    static func match(method: String, path: String) -> Match { table.match(method: method, path: path) }
 
     /// Whether a path leads to a protected route with any method (for preflights, which name the method to come).
-    static func isProtected(method: String, path: String) -> Bool {
-        for m in [method.uppercased(), "GET", "POST", "PATCH", "DELETE"] {
-            if case .route(let r) = match(method: m, path: path), r.access.isProtected { return true }
-        }
-        return false
+    static func isProtected(path: String) -> Bool { table.rowsMatching(path: path).contains { table.rows[$0].access.isProtected } }
+}
+
+/// A route table compiled for matching: static paths by one hash lookup of the raw path (the hot client calls),
+/// the rest segment by segment on the percent-decoded path. 404 and 405 come from the table: 405 when some row's
+/// path matches but none has the method.
+struct RouteTable: Sendable {
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        /// A parameter, maybe empty, then a literal suffix.
+        case param(PathParams.Name, allowEmpty: Bool, suffix: String)
     }
 
-    static func matchSegments(method: String, path: String) -> Match {
-        let segs = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
-            .map { URLEncoding.percentDecode(String(decoding: $0, as: UTF8.self), plusAsSpace: false) }
-        guard let host = segs.first else { return .notFound }
-        let rest = Array(segs.dropFirst())
+    struct Pattern: Sendable {
+        let row: Int
+        let legacy: Bool
+        /// The template with the optional group resolved (or the v3 path).
+        let path: String
+        let segments: [Segment]
+    }
+
+    let rows: [RouteRow]
+    let patterns: [Pattern]
+    /// Static paths: raw path → their routes by method, ready to return.
+    let exact: [String: [(method: String, route: Route)]]
+    /// Pattern indices by segment count, then by first segment (patterns whose first segment is a parameter are in
+    /// every list and in `anyHost`), in table order.
+    let candidates: [Int: (byHost: [String: [Int]], anyHost: [Int])]
+    /// Templates that could not be compiled (reported by `validate`).
+    let problems: [String]
+
+    init(_ rows: [RouteRow]) {
+        self.rows = rows
+        var patterns: [Pattern] = []
+        var problems: [String] = []
+        for (i, row) in rows.enumerated() {
+            var paths: [(String, Bool)] = []
+            switch Self.expandOptional(row.template) {
+            case .success(let expanded): paths = expanded.map { ($0, false) }
+            case .failure(let problem): problems.append("\(row.method) \(row.template): \(problem)")
+            }
+            if let v3 = row.v3 { paths.append((RouteRow.legacyPrefix + v3, true)) }
+            for (path, legacy) in paths {
+                switch Self.compile(path) {
+                case .success(let segments): patterns.append(Pattern(row: i, legacy: legacy, path: path, segments: segments))
+                case .failure(let problem): problems.append("\(row.method) \(path): \(problem)")
+                }
+            }
+        }
+        var exact: [String: [(method: String, route: Route)]] = [:]
+        var candidates: [Int: (byHost: [String: [Int]], anyHost: [Int])] = [:]
+        for (p, pattern) in patterns.enumerated() {
+            if pattern.segments.allSatisfy({ if case .literal = $0 { true } else { false } }) {
+                exact[pattern.path, default: []].append((rows[pattern.row].method, Route(row: rows[pattern.row], params: PathParams(), legacy: pattern.legacy)))
+            }
+            var c = candidates[pattern.segments.count] ?? ([:], [])
+            if case .literal(let host)? = pattern.segments.first {
+                c.byHost[host, default: c.anyHost].append(p)
+            } else {
+                c.anyHost.append(p)
+                for host in c.byHost.keys { c.byHost[host]!.append(p) }
+            }
+            candidates[pattern.segments.count] = c
+        }
+        self.patterns = patterns
+        self.exact = exact
+        self.candidates = candidates
+        self.problems = problems
+    }
+
+    /// `a[/b]c` → `ac`, `a/bc`.
+    static func expandOptional(_ template: String) -> Result<[String], TemplateProblem> {
+        guard let open = template.firstIndex(of: "[") else {
+            return template.contains("]") ? .failure(TemplateProblem("unbalanced ]")) : .success([template])
+        }
+        guard let close = template[open...].firstIndex(of: "]") else { return .failure(TemplateProblem("unbalanced [")) }
+        let inner = template[template.index(after: open)..<close]
+        let before = template[..<open], after = template[template.index(after: close)...]
+        guard !inner.contains("["), !after.contains("["), !after.contains("]") else { return .failure(TemplateProblem("more than one optional group")) }
+        guard inner.hasPrefix("/") else { return .failure(TemplateProblem("an optional group starts with /")) }
+        return .success([String(before + after), String(before + inner + after)])
+    }
+
+    struct TemplateProblem: Error, CustomStringConvertible {
+        let description: String
+        init(_ d: String) { description = d }
+    }
+
+    static func compile(_ path: String) -> Result<[Segment], TemplateProblem> {
+        guard path.hasPrefix("/") else { return .failure(TemplateProblem("does not start with /")) }
+        var segments: [Segment] = []
+        for raw in splitPath(path) {
+            let seg = String(raw)
+            guard let open = seg.firstIndex(of: "{") else {
+                if seg.contains("}") || seg.contains("%") { return .failure(TemplateProblem("stray } or % in \(seg)")) }
+                segments.append(.literal(seg))
+                continue
+            }
+            guard open == seg.startIndex, let close = seg.firstIndex(of: "}") else { return .failure(TemplateProblem("a parameter is a whole segment, maybe with a suffix: \(seg)")) }
+            var name = seg[seg.index(after: open)..<close]
+            let allowEmpty = name.hasSuffix("?")
+            if allowEmpty { name = name.dropLast() }
+            let suffix = String(seg[seg.index(after: close)...])
+            guard let typed = PathParams.Name(rawValue: String(name)) else { return .failure(TemplateProblem("unknown parameter {\(name)}")) }
+            guard !suffix.contains("{"), !suffix.contains("}") else { return .failure(TemplateProblem("two parameters in \(seg)")) }
+            if segments.contains(where: { if case .param(typed, _, _) = $0 { true } else { false } }) {
+                return .failure(TemplateProblem("{\(name)} twice"))
+            }
+            segments.append(.param(typed, allowEmpty: allowEmpty, suffix: suffix))
+        }
+        return .success(segments)
+    }
+
+    /// A path's segments: split on `/`, the part before the first `/` dropped, empty segments kept.
+    static func splitPath(_ path: String) -> ArraySlice<Substring> {
+        path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+    }
+
+    func match(method: String, path: String) -> Router.Match {
         let m = method == "HEAD" ? "GET" : method
-        switch host {
-        case "":
-            if segs.count == 1 { return m == "GET" ? .route(Route(access: .open, body: .none, offload: false, handler: Status.root)) : .methodNotAllowed }
-        case "identitytoolkit.googleapis.com":
-            return identityToolkit(m, rest)
-        case "securetoken.googleapis.com":
-            if rest == ["v1", "token"] {
-                return m == "POST" ? .route(Route(access: .apiKey, body: .jsonOrForm, offload: true, handler: SecureToken.grant)) : .methodNotAllowed
-            }
-        case "www.googleapis.com":
-            if rest.count == 4, rest[0] == "identitytoolkit", rest[1] == "v3", rest[2] == "relyingparty" {
-                guard var r = clientOperation(rest[3]) else { return .notFound }
-                r.legacy = true
-                r.params["legacy"] = "1"
-                return m == "POST" ? .route(r) : .methodNotAllowed
-            }
-            if rest == ["robot", "v1", "metadata", "x509", "securetoken@system.gserviceaccount.com"] {
-                return m == "GET" ? .route(Route(access: .open, body: .none, offload: true, handler: PublicKeys.x509)) : .methodNotAllowed
-            }
-            if rest == ["service_accounts", "v1", "jwk", "securetoken@system.gserviceaccount.com"] {
-                return m == "GET" ? .route(Route(access: .open, body: .none, offload: true, handler: PublicKeys.jwks)) : .methodNotAllowed
-            }
-        case "securetoken.google.com":
-            if rest.count == 3, !rest[0].isEmpty, rest[1] == ".well-known", rest[2] == "openid-configuration" {
-                guard m == "GET" else { return .methodNotAllowed }
-                var r = Route(access: .open, body: .none, offload: false, handler: PublicKeys.openIDConfiguration)
-                r.projectId = rest[0]
-                return .route(r)
-            }
-        case "emulator":
-            return emulator(m, rest)
-        default:
-            break
+        if let entries = exact[path] {
+            for e in entries where e.method == m { return .route(e.route) }
         }
-        return .notFound
+        let segs = Self.decodedSegments(path)
+        var pathMatched = false
+        for p in candidates(segs) {
+            guard let params = Self.bind(patterns[p].segments, segs) else { continue }
+            let row = rows[patterns[p].row]
+            if row.method == m { return .route(Route(row: row, params: params, legacy: patterns[p].legacy)) }
+            pathMatched = true
+        }
+        return pathMatched ? .methodNotAllowed : .notFound
     }
 
-    /// Client operations by their `accounts:<op>` / legacy v3 name.
-    static func clientOperation(_ name: String) -> Route? {
-        switch name {
-        case "accounts:sendVerificationCode", "sendVerificationCode":
-            return Route(access: .client, body: .json, offload: false, handler: SendVerificationCode.handle)
-        case "accounts:signInWithPhoneNumber", "verifyPhoneNumber":
-            return Route(access: .client, body: .json, offload: true, handler: SignInWithPhoneNumber.handle)
-        case "accounts:lookup", "getAccountInfo":
-            return Route(access: .client, body: .json, offload: true, handler: Lookup.handle)
-        case "accounts:signUp", "signupNewUser":
-            return Route(access: .client, body: .json, offload: true, handler: SignUp.handle)
-        case "accounts:update", "setAccountInfo":
-            return Route(access: .client, body: .json, offload: true, handler: UpdateAccount.handle)
-        case "accounts:delete", "deleteAccount":
-            return Route(access: .client, body: .json, offload: true, handler: DeleteAccount.handle)
-        case "accounts:verifyClient", "verifyClient":
-            return Route(access: .client, body: .json, offload: false, handler: VerifyClient.handle)
-        default:
-            return nil
-        }
+    /// The rows whose path template matches `path` (any method).
+    func rowsMatching(path: String) -> [Int] {
+        let segs = Self.decodedSegments(path)
+        return candidates(segs).filter { Self.bind(patterns[$0].segments, segs) != nil }.map { patterns[$0].row }
     }
 
-    static func identityToolkit(_ m: String, _ rest: [String]) -> Match {
-        guard let version = rest.first else { return .notFound }
-        let tail = Array(rest.dropFirst())
-        if version == "v1" {
-            if tail.count == 1, tail[0].hasPrefix("accounts:") {
-                guard let r = clientOperation(tail[0]) else { return .notFound }
-                return m == "POST" ? .route(r) : .methodNotAllowed
-            }
-            if tail.count == 1, tail[0] == "recaptchaParams" {
-                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: RecaptchaConfig.legacyParams)) : .methodNotAllowed
-            }
-            if tail.count == 1, tail[0] == "projects" {
-                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: Status.projects)) : .methodNotAllowed
-            }
-            // Admin: projects/{p}[/tenants/{t}]/accounts[:op]
-            if tail.count >= 3, tail[0] == "projects", !tail[1].isEmpty {
-                var op = ""
-                var tenant: String? = nil
-                if tail.count == 3 {
-                    op = tail[2]
-                } else if tail.count == 5, tail[2] == "tenants" {
-                    tenant = tail[3]
-                    op = tail[4]
+    /// The patterns that may match these segments, in table order.
+    func candidates(_ segs: [String]) -> [Int] {
+        guard let c = candidates[segs.count], let host = segs.first else { return [] }
+        return c.byHost[host] ?? c.anyHost
+    }
+
+    static func decodedSegments(_ path: String) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
+            .map { $0.contains(UInt8(ascii: "%")) ? URLEncoding.percentDecode(Substring($0), plusAsSpace: false) : String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The parameters when `segs` fit the pattern.
+    static func bind(_ pattern: [Segment], _ segs: [String]) -> PathParams? {
+        guard pattern.count == segs.count else { return nil }
+        var params = PathParams()
+        for (s, seg) in zip(pattern, segs) {
+            switch s {
+            case .literal(let l):
+                guard seg == l else { return nil }
+            case .param(let name, let allowEmpty, let suffix):
+                var value = seg
+                if !suffix.isEmpty {
+                    guard seg.hasSuffix(suffix) else { return nil }
+                    value = String(seg.dropLast(suffix.count))
+                }
+                if value.isEmpty {
+                    guard allowEmpty else { return nil }
                 } else {
-                    return .notFound
+                    params[name] = value
                 }
-                guard case (var r, let method)? = adminOperation(op) else { return .notFound }
-                r.projectId = tail[1]
-                r.tenantId = tenant
-                return m == method ? .route(r) : .methodNotAllowed
-            }
-        } else if version == "v2" {
-            if tail == ["recaptchaConfig"] {
-                return m == "GET" ? .route(Route(access: .client, body: .none, offload: false, handler: RecaptchaConfig.handle)) : .methodNotAllowed
-            }
-            if tail.count == 3, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "config" {
-                var r: Route
-                switch m {
-                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: AdminConfig.get)
-                case "PATCH": r = Route(access: .admin, body: .json, offload: false, handler: AdminConfig.patch)
-                default: return .methodNotAllowed
-                }
-                r.projectId = tail[1]
-                return .route(r)
-            }
-            if tail.count == 3, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "tenants" {
-                var r: Route
-                switch m {
-                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.list)
-                case "POST": r = Route(access: .admin, body: .json, offload: false, handler: Tenants.create)
-                default: return .methodNotAllowed
-                }
-                r.projectId = tail[1]
-                return .route(r)
-            }
-            if tail.count == 4, tail[0] == "projects", !tail[1].isEmpty, tail[2] == "tenants", !tail[3].isEmpty {
-                var r: Route
-                switch m {
-                case "GET": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.get)
-                case "PATCH": r = Route(access: .admin, body: .json, offload: false, handler: Tenants.patch)
-                case "DELETE": r = Route(access: .admin, body: .none, offload: false, handler: Tenants.delete).bulkWork
-                default: return .methodNotAllowed
-                }
-                r.projectId = tail[1]
-                r.tenantId = tail[3]
-                return .route(r)
             }
         }
-        return .notFound
+        return params
     }
 
-    /// Admin operations under `/v1/projects/{p}[/tenants/{t}]/`, with their HTTP method.
-    static func adminOperation(_ op: String) -> (Route, String)? {
-        switch op {
-        case "accounts": return (Route(access: .adminPath, body: .json, offload: false, handler: SignUp.handle), "POST")
-        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: true, handler: Lookup.handle), "POST")
-        case "accounts:update": return (Route(access: .adminPath, body: .json, offload: true, handler: UpdateAccount.handle), "POST")
-        case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: true, handler: DeleteAccount.handle), "POST")
-        case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete).bulkWork, "POST")
-        case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet).bulkWork, "GET")
-        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query).bulkWork, "POST")
-        case "accounts:batchCreate": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchCreate).bulkWork, "POST")
-        default: return nil
+    /// What is wrong with the table: templates that do not compile, unknown methods, empty docs, and two rows for
+    /// the same method and path (parameter names aside).
+    func validate() -> [String] {
+        var out = problems
+        var seen: [String: String] = [:]
+        for (i, row) in rows.enumerated() {
+            if !["GET", "POST", "PATCH", "DELETE", "PUT"].contains(row.method) { out.append("\(row.method) \(row.template): unknown method") }
+            if row.doc.isEmpty { out.append("\(row.method) \(row.template): no doc") }
+            if row.v3 != nil && row.method != "POST" { out.append("\(row.method) \(row.template): v3 paths are POST") }
+            for p in patterns where p.row == i {
+                let shape = p.segments.map { s -> String in
+                    switch s {
+                    case .literal(let l): l
+                    case .param(_, let allowEmpty, let suffix): (allowEmpty ? "{?}" : "{}") + suffix
+                    }
+                }.joined(separator: "/")
+                let key = row.method + " /" + shape
+                if let first = seen[key] {
+                    out.append("duplicate route \(row.method) \(p.path) (also \(first))")
+                } else {
+                    seen[key] = p.path
+                }
+            }
         }
+        return out
     }
 
-    static func emulator(_ m: String, _ rest: [String]) -> Match {
-        if rest.count == 2, rest[0] == "v1" {
-            let r: Route
-            switch (rest[1], m) {
-            case ("clock", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorControls.clock)
-            case ("clock:advance", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.advanceClock)
-            case ("clock:reset", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.resetClock)
-            case ("keys:rotate", "POST"): r = Route(access: .emulator, body: .json, offload: true, handler: EmulatorControls.rotateKeys)
-            case ("clock", _), ("clock:advance", _), ("clock:reset", _), ("keys:rotate", _): return .methodNotAllowed
-            default: return .notFound
-            }
-            return .route(r)
+    /// The README's Endpoints table: one line per path template (methods of consecutive rows with the same template
+    /// joined), v3 paths named beside their v1 path.
+    func markdown() -> String {
+        var lines = ["| method | path | credentials | what |", "|---|---|---|---|"]
+        var i = 0
+        while i < rows.count {
+            var group = [rows[i]]
+            while i + group.count < rows.count, rows[i + group.count].template == rows[i].template { group.append(rows[i + group.count]) }
+            i += group.count
+            var path = "`\(group[0].template)`"
+            for r in group { if let v3 = r.v3 { path += ", v3 `\(RouteRow.legacyPrefix + v3)`" } }
+            var access: [String] = []
+            for r in group where !access.contains(r.access.summary) { access.append(r.access.summary) }
+            let cells = [group.map(\.method).joined(separator: "/"), path, access.joined(separator: "; "), group.map(\.doc).joined(separator: "; ")]
+            lines.append("| " + cells.map(Self.escapeCell).joined(separator: " | ") + " |")
         }
-        if rest.count == 3, rest[0] == "v1", rest[1] == "projects", rest[2].hasSuffix(":export") {
-            let project = String(rest[2].dropLast(":export".count))
-            guard !project.isEmpty else { return .notFound }
-            guard m == "POST" else { return .methodNotAllowed }
-            var r = Route(access: .emulator, body: .json, offload: false, handler: ExportEndpoint.handle).bulkWork
-            r.projectId = project
-            return .route(r)
-        }
-        guard rest.count >= 4, rest[0] == "v1", rest[1] == "projects", !rest[2].isEmpty else { return .notFound }
-        var resource = Array(rest.dropFirst(3))
-        var tenant: String? = nil
-        if resource.count == 3, resource[0] == "tenants", !resource[1].isEmpty {
-            tenant = resource[1]
-            resource = [resource[2]]
-        }
-        guard resource.count == 1 else { return .notFound }
-        var r: Route
-        switch (resource[0], m) {
-        case ("config", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.getConfig)
-        case ("config", "PATCH"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorAPI.patchConfig)
-        case ("verificationCodes", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.listCodes)
-        case ("verificationCodes", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.clearCodes).bulkWork
-        case ("accounts", "DELETE"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.wipeAccounts).bulkWork
-        case ("verificationCodes:wait", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorAPI.waitForCode)
-        case ("pushNotifications", "GET"): r = Route(access: .emulator, body: .none, offload: false, handler: EmulatorControls.pushNotifications)
-        case ("appCredentials", "POST"): r = Route(access: .emulator, body: .json, offload: false, handler: EmulatorControls.mintCredential)
-        case ("config", _), ("verificationCodes", _), ("accounts", _), ("verificationCodes:wait", _), ("pushNotifications", _), ("appCredentials", _):
-            return .methodNotAllowed
-        default: return .notFound
-        }
-        r.projectId = rest[2]
-        r.tenantId = tenant
-        return .route(r)
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func escapeCell(_ s: String) -> String {
+        var out = ""
+        for c in s { if c == "|" { out += "\\|" } else { out.append(c) } }
+        return out
     }
 }

@@ -20,7 +20,7 @@ enum SendVerificationCode {
         let sessionInfo = try app.emulator.sendVerificationCode(
             key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds)
         var o: JSONObject = [:]
-        if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#SendVerificationCodeResponse" }
+        if call.legacy { o["kind"] = "identitytoolkit#SendVerificationCodeResponse" }
         o["sessionInfo"] = .string(sessionInfo)
         return Reply(.object(o))
     }
@@ -32,7 +32,7 @@ enum VerifyClient {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let receipt = try app.emulator.verifyClient(try call.storeKey(), appToken: try call.string("appToken"))
         var o: JSONObject = [:]
-        if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#VerifyClientResponse" }
+        if call.legacy { o["kind"] = "identitytoolkit#VerifyClientResponse" }
         o["receipt"] = .string(receipt)
         o["suggestedTimeout"] = "5"
         return Reply(.object(o))

@@ -27,7 +27,7 @@ enum SignInWithPhoneNumber {
         case .signedIn(let user, let isNewUser, let refreshToken, let authTime):
             let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: "phone", issuedAt: app.emulator.clock.nowSeconds())
             let idToken = try app.tokens.sign(claims)
-            if call.pathParams["legacy"] != nil { o["kind"] = "identitytoolkit#VerifyPhoneNumberResponse" }
+            if call.legacy { o["kind"] = "identitytoolkit#VerifyPhoneNumberResponse" }
             o["idToken"] = .string(idToken)
             o["refreshToken"] = .string(refreshToken)
             o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
