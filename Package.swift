@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore"]),
         .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT"]),
         .testTarget(name: "PhoneAuthCLITests", dependencies: ["PhoneAuthCLI"]),
-        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore"]),
+        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore", "PhoneAuthAPI", "HTTPServer"]),
     ],
     swiftLanguageModes: [.v6]
 )
