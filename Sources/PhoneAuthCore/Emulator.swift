@@ -66,10 +66,6 @@ public final class StoreBox: Sendable {
         var generation: UInt64 = 0
         let result = state.withLock { g -> Result<T, AuthError> in
             if g.removed { return .failure(AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")) }
-            if let c = committer, let first = g.undo.first {
-                let decided = c.decidedThrough
-                if first.ticket <= decided { g.undo.removeAll { $0.ticket <= decided } }
-            }
             let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
                 var tx = StoreTransaction(key: key, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
                 let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }

@@ -378,6 +378,11 @@ final class JournalCommitter: Sendable {
                 do {
                     try journal.record(batch.flatMap(\.changes))
                     commits.wrappingAdd(1, ordering: .relaxed)
+                    // Committed: their undo entries go now (a wipe's holds every old user), not at the store's next write.
+                    var seen = Set<ObjectIdentifier>()
+                    for e in batch where seen.insert(ObjectIdentifier(e.box)).inserted {
+                        e.box.state.withLock { g in g.undo.removeAll { $0.ticket <= last } }
+                    }
                 } catch {
                     logger.error("could not persist changes; rolled them back", [("error", String(describing: error))])
                     rollBack(batch)
