@@ -30,7 +30,7 @@ public final class StoreBox: Sendable {
             let (value, dep, generation) = state.withLock { g in
                 (body(g.store), g.lastTicket, committer.failureGeneration.load(ordering: .acquiring))
             }
-            if dep <= committer.decidedThrough { return value }
+            if dep == 0 || committer.isSettled(dep, generation: generation) { return value }
             if let scope = DurabilityScope.current {
                 scope.note(dep, generation: generation)
                 return value
@@ -48,7 +48,7 @@ public final class StoreBox: Sendable {
     /// Makes the current request depend on a pending ticket (or, outside a request, waits for it). False only
     /// outside a request, when it was rolled back.
     func depend(on p: (ticket: UInt64, generation: UInt64)) -> Bool {
-        guard let committer, p.ticket > committer.decidedThrough else { return true }
+        guard let committer, p.ticket != 0, !committer.isSettled(p.ticket, generation: p.generation) else { return true }
         if let scope = DurabilityScope.current {
             scope.note(p.ticket, generation: p.generation)
             return true
@@ -89,7 +89,7 @@ public final class StoreBox: Sendable {
             after = tx.afterCommit
             return result
         }
-        if let c = committer, dep > c.decidedThrough {
+        if let c = committer, dep != 0, !c.isSettled(dep, generation: generation) {
             if let scope = DurabilityScope.current {
                 scope.note(dep, generation: generation)
                 if !after.isEmpty {
@@ -121,7 +121,8 @@ public final class Emulator: Sendable {
     public let random: any RandomSource
     public let defaultProjectId: String
     public let logger: Logger
-    /// Durable storage (`--data-dir`); nil: in memory only.
+    /// Durable storage (`--data-dir`); nil: in memory only. Every write is a store transaction (Transaction.swift):
+    /// memory and journal change together or not at all.
     public let journal: (any StateJournal)?
     /// Orders, batches and commits the journal's changes; nil without a journal.
     let committer: JournalCommitter?
@@ -245,9 +246,7 @@ public final class Emulator: Sendable {
     /// at once (on this thread) without a journal or when nothing is pending, else later on the committer thread.
     public func whenDurable(_ scope: DurabilityScope, _ body: @escaping @Sendable (Bool) -> Void) {
         let d = scope.deps.withLock { $0 }
-        guard let committer, !d.tickets.isEmpty, d.maxTicket > committer.decidedThrough || committer.failureGeneration.load(ordering: .acquiring) != d.generation else {
-            return body(true)
-        }
+        guard let committer, !d.tickets.isEmpty, !committer.isSettled(d.maxTicket, generation: d.generation) else { return body(true) }
         committer.whenDecided(d.tickets, maxTicket: d.maxTicket, generation: d.generation, body)
     }
 
