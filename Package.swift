@@ -42,7 +42,7 @@ let package = Package(
         .testTarget(name: "PhoneAuthCoreTests", dependencies: ["PhoneAuthCore", "PhoneAuthTestSupport"]),
         .testTarget(name: "PhoneAuthAPITests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "JWT", "PhoneAuthTestSupport"]),
         .testTarget(name: "PhoneAuthCLITests", dependencies: ["PhoneAuthCLI"]),
-        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore", "PhoneAuthTestSupport"]),
+        .testTarget(name: "PhoneAuthStorageTests", dependencies: ["PhoneAuthStorage", "PhoneAuthCore", "PhoneAuthAPI", "HTTPServer", "PhoneAuthTestSupport"]),
         .testTarget(name: "PhoneAuthServerTests", dependencies: ["PhoneAuthServer", "PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "EmulatorSupport", "PhoneAuthTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

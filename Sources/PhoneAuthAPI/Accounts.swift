@@ -105,22 +105,22 @@ enum SignUp {
         if try call.string("localId") != nil { throw AuthError("UNEXPECTED_PARAMETER", "User ID") }
         let changes = try call.userChanges(privileged: false)
         if let idToken = try call.string("idToken"), !idToken.isEmpty {
-            // Link an email/password to the signed-in user.
+            // Link an email/password to the signed-in user: the update and its refresh token are one transaction.
             let (identity, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
             let k = StoreKey(projectId: call.projectId, tenantId: identity.tenantId)
-            let user = try app.emulator.updateUser(k, localId: identity.localId, changes: changes)
             let provider = changes.passwordHash != nil ? "password" : identity.signInProvider
-            let (id, refresh) = try app.issueTokens(for: user, key: k, signInProvider: provider, authTime: app.emulator.clock.nowSeconds())
-            return Reply(.object(o.merging(["idToken": .string(id), "refreshToken": .string(refresh), "expiresIn": "3600", "localId": .string(user.localId)])))
+            let authTime = app.emulator.clock.nowSeconds()
+            let (user, refresh) = try app.emulator.updateUser(k, localId: identity.localId, changes: changes,
+                                                              refresh: .init(signInProvider: provider, authTime: authTime))
+            let id = try app.idToken(for: user, key: k, signInProvider: provider, authTime: authTime)
+            return Reply(.object(o.merging(["idToken": .string(id), "refreshToken": .string(refresh ?? ""), "expiresIn": "3600", "localId": .string(user.localId)])))
         }
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
             throw AuthError("ADMIN_ONLY_OPERATION")
         }
-        let user = try app.emulator.createUser(key, localId: nil, changes: changes)
-        let provider = user.isAnonymous ? "anonymous" : "password"
-        let now = app.emulator.clock.nowSeconds()
-        let (id, refresh) = try app.issueTokens(for: user, key: key, signInProvider: provider, authTime: now)
-        _ = try? app.emulator.updateUser(key, localId: user.localId, changes: { var c = UserChanges(); c.lastLoginAt = now * 1000; return c }())
+        // The user, its sign-in time and its refresh token: one transaction.
+        let (user, refresh, provider, authTime) = try app.emulator.signUp(key, changes: changes)
+        let id = try app.idToken(for: user, key: key, signInProvider: provider, authTime: authTime)
         o["idToken"] = .string(id)
         o["refreshToken"] = .string(refresh)
         o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
@@ -151,7 +151,13 @@ enum UpdateAccount {
         let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError("INVALID_REQ_TYPE", "Unsupported request parameters."))
         let changes = try call.userChanges(privileged: call.privileged)
         let deleteProviders = try call.strings("deleteProvider")
-        let user = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders)
+        // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
+        let wantsTokens = try call.bool("returnSecureToken") == true
+        var grant: Emulator.RefreshGrant? = nil
+        if let identity, changes.passwordHash != nil || wantsTokens {
+            grant = .init(signInProvider: changes.passwordHash != nil ? "password" : identity.signInProvider, authTime: identity.authTime)
+        }
+        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: grant)
         var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
         o.set("email", user.email.map(JSON.string))
         o.set("displayName", user.displayName.map(JSON.string))
@@ -159,11 +165,8 @@ enum UpdateAccount {
         o.set("phoneNumber", user.phoneNumber.map(JSON.string))
         if user.email != nil { o["emailVerified"] = .bool(user.emailVerified) }
         o["providerUserInfo"] = UserJSON.render(user)["providerUserInfo"] ?? []
-        let wantsTokens = try call.bool("returnSecureToken") == true
-        if let identity, changes.passwordHash != nil || wantsTokens {
-            let provider = changes.passwordHash != nil ? "password" : identity.signInProvider
-            let (id, refresh) = try app.issueTokens(for: user, key: key, signInProvider: provider, authTime: identity.authTime)
-            o["idToken"] = .string(id)
+        if let identity, let refresh, let provider = grant?.signInProvider {
+            o["idToken"] = .string(try app.idToken(for: user, key: key, signInProvider: provider, authTime: identity.authTime))
             o["refreshToken"] = .string(refresh)
             o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
         }

@@ -22,20 +22,32 @@ enum AdminConfig {
 
     static func patch(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = StoreKey(projectId: call.projectId)
-        let current = app.emulator.config(key)
-        var doc = document(current, projectId: call.projectId)
         let masks = call.queryValues("updateMask").flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        for m in masks {
+            let path = m.split(separator: ".")
+            guard !path.isEmpty, path.allSatisfy({ !$0.isEmpty }) else { throw AuthError.invalidArgument("Invalid update mask path: \(m)") }
+        }
+        // Read, merge and write in one transaction: a concurrent patch never loses this one's fields or vice versa.
+        let updated = try app.emulator.updateConfig(key) { config, _ throws(AuthError) -> ProjectConfig in
+            config = try merged(config, body: call.body, masks: masks, projectId: call.projectId)
+            return config
+        }
+        return Reply(.object(document(updated, projectId: call.projectId)))
+    }
+
+    /// `current` with the PATCH body applied (all given fields, or only the masked paths).
+    static func merged(_ current: ProjectConfig, body: JSONObject, masks: [String], projectId: String) throws(AuthError) -> ProjectConfig {
+        var doc = document(current, projectId: projectId)
         if masks.isEmpty {
-            doc = doc.merging(call.body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig"])
+            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig"])
         } else {
             for m in masks {
                 let path = m.split(separator: ".").map(String.init)
-                guard !path.isEmpty, path.allSatisfy({ !$0.isEmpty }) else { throw AuthError.invalidArgument("Invalid update mask path: \(m)") }
-                doc.setValue(call.body.value(atPath: path), atPath: path)
+                doc.setValue(body.value(atPath: path), atPath: path)
             }
         }
         var updated = current
-        do {
+        do throws(ConfigError) {
             let phone = doc.value(atPath: ["signIn", "phoneNumber"])?.objectValue ?? JSONObject()
             if let e = phone["enabled"] {
                 guard case .bool(let b) = e else { throw ConfigError(path: "signIn.phoneNumber.enabled", message: "must be true or false") }
@@ -50,15 +62,14 @@ enum AdminConfig {
             }
             updated.smsRegion = .allowByDefault(disallowed: [])
             if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
-        } catch let e as ConfigError {
-            throw AuthError.invalidArgument("Invalid config: \(e.description)")
+        } catch {
+            throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
         var rest = doc
         rest["name"] = nil
         rest["smsRegionConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
-        try app.emulator.replaceConfig(key, updated)
-        return Reply(.object(document(updated, projectId: call.projectId)))
+        return updated
     }
 }

@@ -28,15 +28,9 @@ enum BatchAccounts {
         guard !ids.isEmpty else { throw AuthError("MISSING_LOCAL_IDS") }
         guard ids.count <= 1000 else { throw AuthError("LOCAL_IDS_EXCEED_LIMIT") }
         let force = try call.bool("force") ?? false
-        var errors: [JSON] = []
-        for (i, id) in ids.enumerated() {
-            let user = app.emulator.store(key).read { $0.users[id] }
-            guard let user else { continue }
-            if !force && !user.disabled {
-                errors.append(["index": .int(i), "localId": .string(id), "message": "NOT_DISABLED : Disable the account before batch deletion."])
-                continue
-            }
-            try? app.emulator.deleteUser(key, localId: id)
+        // One transaction: the disabled check and the deletes see the same users, and all of them commit or none.
+        let errors: [JSON] = try app.emulator.deleteUsers(key, localIds: ids, force: force).map { e in
+            ["index": .int(e.index), "localId": .string(e.localId), "message": "NOT_DISABLED : Disable the account before batch deletion."]
         }
         var o = JSONObject()
         if !errors.isEmpty { o["errors"] = .array(errors) }
@@ -92,6 +86,7 @@ enum BatchAccounts {
     static func importUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], allowOverwrite: Bool) throws(AuthError) -> [(index: Int, message: String)] {
         var seen = Set<String>()
         var errors: [(index: Int, message: String)] = []
+        var valid: [(index: Int, localId: String, changes: UserChanges)] = []
         for (i, item) in items.enumerated() {
             func fail(_ m: String) { errors.append((i, m)) }
             guard case .object(let u) = item else { fail("user must be an object"); continue }
@@ -129,18 +124,18 @@ enum BatchAccounts {
                 c.passwordHash = v
                 c.passwordRevokesTokens = false
             }
-            let exists = app.emulator.store(key).read { $0.users[localId] != nil }
-            do {
-                if exists {
-                    guard allowOverwrite else { fail("localId belongs to an existing account"); continue }
-                    try app.emulator.deleteUser(key, localId: localId)
-                }
-                _ = try app.emulator.createUser(key, localId: localId, changes: c)
-            } catch {
-                fail(error.code == "PHONE_NUMBER_EXISTS" ? "phone number already exists" : error.code == "EMAIL_EXISTS" ? "email already exists" : error.message)
+            valid.append((i, localId, c))
+        }
+        // One transaction for the whole batch: a replaced user is never deleted without its replacement.
+        for (i, e) in try app.emulator.importUsers(key, valid, allowOverwrite: allowOverwrite) {
+            switch e.code {
+            case "DUPLICATE_LOCAL_ID": errors.append((i, "localId belongs to an existing account"))
+            case "PHONE_NUMBER_EXISTS": errors.append((i, "phone number already exists"))
+            case "EMAIL_EXISTS": errors.append((i, "email already exists"))
+            default: errors.append((i, e.message))
             }
         }
-        return errors
+        return errors.sorted { $0.index < $1.index }
     }
 
     static func stringField(_ v: JSON?) -> String? {

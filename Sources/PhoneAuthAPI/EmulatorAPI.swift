@@ -88,12 +88,12 @@ enum EmulatorAPI {
     static func clearCodes(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         var phone: String? = nil
         if let raw = call.queryValue("phoneNumber") { phone = try PhoneNumber(parsing: raw).e164 }
-        let n = app.emulator.clearVerificationCodes(key(call), phone: phone)
+        let n = try app.emulator.clearVerificationCodes(key(call), phone: phone)
         return Reply(["deleted": .int(n)])
     }
 
     static func wipeAccounts(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        app.emulator.wipeAccounts(key(call))
+        try app.emulator.wipeAccounts(key(call))
         return Reply(.object([:]))
     }
 }

@@ -43,6 +43,12 @@ public final class PhoneAuthApp: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
+        respond(to: request, deliver: { context.complete($0) }, onClose: { context.onClose($0) })
+    }
+
+    /// `respond(to:context:)` with the two things a context does as closures (tests deliver deferred replies here).
+    func respond(to request: HTTPRequest, deliver: @escaping @Sendable (HTTPResponse) -> Void,
+                 onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in }) -> HTTPResponse? {
         let seen = BoundaryHeaders(request.headers)
         if request.method == "OPTIONS" { return preflight(request, seen) }
         let match = Router.match(method: request.method, path: request.path)
@@ -62,19 +68,57 @@ public final class PhoneAuthApp: HTTPResponder {
         case .route(let route):
             if let pool = signingPool, route.run == .bulk || (route.run == .offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
-                    if let r = self.handle(request, route, context) { context.complete(r) }
+                    if let r = self.handle(request, route, deliver: deliver, onClose: onClose) { deliver(r) }
                 }
                 return nil
             }
-            return handle(request, route, context)
+            return handle(request, route, deliver: deliver, onClose: onClose)
         }
     }
 
-    /// Runs a routed request (on the loop, or on the signing pool); nil when the handler answers later.
-    func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext) -> HTTPResponse? {
+    /// Runs a routed request (on the loop, or on the signing pool); nil when the answer comes later through `deliver`.
+    ///
+    /// With a journal (`--data-dir`) every answer, success or error, waits until what the request wrote or read is
+    /// durable (see PhoneAuthCore/Transaction.swift): the handler runs inside a `DurabilityScope`, and if its
+    /// tickets are still being committed the answer is delivered later from the journal's committer thread, so no
+    /// event loop and no pool thread ever waits for the disk. A rolled-back commit turns the answer into a 500.
+    func handle(_ request: HTTPRequest, _ route: Route, deliver: @escaping @Sendable (HTTPResponse) -> Void,
+                onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
+        guard emulator.journal != nil else { return run(request, route, deliver: deliver, onClose: onClose) }
+        let scope = DurabilityScope()
+        let durable: @Sendable (HTTPResponse) -> Void = { [self] response in
+            if let now = afterDurable(scope, request, response, deliver: deliver) { deliver(now) }
+        }
+        let response = DurabilityScope.$current.withValue(scope) { run(request, route, deliver: durable, onClose: onClose) }
+        guard let response else { return nil }
+        return afterDurable(scope, request, response, deliver: deliver)
+    }
+
+    /// `response` if what `scope` depends on is durable now; otherwise nil, and `deliver` gets it (or a 500 if it was
+    /// rolled back) once the commit is decided.
+    private func afterDurable(_ scope: DurabilityScope, _ request: HTTPRequest, _ response: HTTPResponse,
+                              deliver: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPResponse? {
+        let handoff = Locked<(returned: Bool, now: HTTPResponse?)>((false, nil))
+        emulator.whenDurable(scope) { [self] ok in
+            let answer = ok ? response : render(error: Emulator.notDurable, for: request)
+            let later = handoff.withLock { h -> Bool in
+                if h.returned { return true }
+                h.now = answer
+                return false
+            }
+            if later { deliver(answer) }
+        }
+        return handoff.withLock { h in
+            h.returned = true
+            return h.now
+        }
+    }
+
+    private func run(_ request: HTTPRequest, _ route: Route, deliver: @escaping @Sendable (HTTPResponse) -> Void,
+                     onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
         do {
-            var call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
-            call.onClose = { context.onClose($0) }
+            var call = try makeCall(request, route) { [self] reply in deliver(self.render(reply, for: request)) }
+            call.onClose = onClose
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)

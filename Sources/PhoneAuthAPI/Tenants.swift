@@ -6,8 +6,10 @@ import PhoneAuthCore
 /// `disableAuth`, `enableAnonymousUser`, `testPhoneNumbers`, plus any other field, stored as given.
 enum Tenants {
     static func resource(_ app: PhoneAuthApp, _ key: StoreKey) -> JSONObject {
-        let t = app.emulator.tenantSettings(key) ?? TenantSettings()
-        let config = app.emulator.config(key)
+        resource(key, app.emulator.tenantSettings(key) ?? TenantSettings(), app.emulator.config(key))
+    }
+
+    static func resource(_ key: StoreKey, _ t: TenantSettings, _ config: ProjectConfig) -> JSONObject {
         var o = t.extra
         o["name"] = .string("projects/\(key.projectId)/tenants/\(key.tenantId ?? "")")
         o.set("displayName", t.displayName.map(JSON.string))
@@ -19,9 +21,19 @@ enum Tenants {
         return o
     }
 
-    /// Applies resource fields (all given ones, or only the masked paths) onto the tenant.
-    static func apply(_ app: PhoneAuthApp, _ key: StoreKey, body: JSONObject, masks: [String]?) throws {
-        var doc = resource(app, key)
+    /// Applies resource fields (all given ones, or only the masked paths) onto the tenant: read, merge and write of
+    /// its settings and config in one transaction. `creating`: the tenant was just admitted for a create; an
+    /// invalid body (or a failed commit) unregisters it again. Returns the resulting resource.
+    static func apply(_ app: PhoneAuthApp, _ key: StoreKey, body: JSONObject, masks: [String]?, creating: Bool = false) throws -> JSONObject {
+        try app.emulator.updateTenant(key, creating: creating) { config, tenant throws(AuthError) -> JSONObject in
+            (tenant, config) = try merged(key, tenant, config, body: body, masks: masks)
+            return resource(key, tenant, config)
+        }
+    }
+
+    static func merged(_ key: StoreKey, _ current: TenantSettings, _ currentConfig: ProjectConfig, body: JSONObject,
+                       masks: [String]?) throws(AuthError) -> (TenantSettings, ProjectConfig) {
+        var doc = resource(key, current, currentConfig)
         if let masks, !masks.isEmpty {
             for m in masks {
                 let path = m.split(separator: ".").map(String.init)
@@ -35,7 +47,7 @@ enum Tenants {
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers"] {
             extra[k] = nil
         }
-        func flag(_ k: String, _ d: Bool) throws -> Bool {
+        func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
             guard let v = doc[k], v != .null else { return d }
             guard let b = v.boolValue else { throw AuthError.invalidJSON("Invalid value at '\(k)' (TYPE_BOOL), \(v.serializedString.prefix(60))") }
             return b
@@ -51,15 +63,14 @@ enum Tenants {
         t.disableAuth = try flag("disableAuth", false)
         t.enableAnonymousUser = try flag("enableAnonymousUser", true)
         t.extra = extra
-        var config = app.emulator.config(key)
-        do {
+        var config = currentConfig
+        do throws(ConfigError) {
             config.testPhoneNumbers = [:]
             if let v = doc["testPhoneNumbers"] { config.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }
-        try app.emulator.replaceConfig(key, config)
-        try app.emulator.setTenantSettings(key, t)
+        return (t, config)
     }
 
     static func isValidDisplayName(_ s: String) -> Bool {
@@ -77,13 +88,7 @@ enum Tenants {
         } while app.emulator.existingStore(StoreKey(projectId: call.projectId, tenantId: id)) != nil
         let key = StoreKey(projectId: call.projectId, tenantId: id)
         try app.emulator.admit(key, create: true, explicit: true)
-        do {
-            try apply(app, key, body: call.body, masks: nil)
-        } catch {
-            app.emulator.deleteTenant(key)
-            throw error
-        }
-        return Reply(.object(resource(app, key)))
+        return Reply(.object(try apply(app, key, body: call.body, masks: nil, creating: true)))
     }
 
     static func list(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
@@ -111,12 +116,11 @@ enum Tenants {
     static func patch(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try existing(app, call)
         let masks = call.queryValues("updateMask").flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
-        try apply(app, key, body: call.body, masks: masks)
-        return Reply(.object(resource(app, key)))
+        return Reply(.object(try apply(app, key, body: call.body, masks: masks)))
     }
 
     static func delete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        app.emulator.deleteTenant(try existing(app, call))
+        try app.emulator.deleteTenant(try existing(app, call))
         return Reply(.object([:]))
     }
 }

@@ -2,13 +2,10 @@ import EmulatorSupport
 import PhoneAuthCore
 
 extension PhoneAuthApp {
-    /// Signs a fresh ID token and stores a new refresh token for `user`.
-    func issueTokens(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64) throws -> (idToken: String, refreshToken: String) {
-        let now = emulator.clock.nowSeconds()
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: now)
-        let idToken = try tokens.sign(claims)
-        let refresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: signInProvider)
-        return (idToken, refresh)
+    /// Signs a fresh ID token for `user` (its refresh token comes from the transaction that saved the user).
+    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64) throws -> String {
+        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: emulator.clock.nowSeconds())
+        return try tokens.sign(claims)
     }
 
     /// Verifies a request's `idToken` against this call's project and tenant, then runs the account checks.

@@ -58,31 +58,69 @@ extension Emulator {
     /// Creates a user (admin `accounts` / client `signUp`). A given `localId` must be new (`DUPLICATE_LOCAL_ID`).
     public func createUser(_ key: StoreKey, localId: String?, changes: UserChanges) throws(AuthError) -> UserRecord {
         let now = clock.nowMillis()
-        return try store(key).withLock { s throws(AuthError) -> UserRecord in
-            try Self.checkTenantEnabled(s)
-            let id: String
-            if let localId {
-                guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
-                guard s.users[localId] == nil else { throw AuthError("DUPLICATE_LOCAL_ID") }
-                id = localId
-            } else {
-                id = newUserID(in: s)
-            }
-            var user = UserRecord(localId: id, createdAt: changes.createdAt ?? now)
-            user.tenantId = key.tenantId
-            try Self.apply(changes, to: &user, in: s, now: now)
-            s.save(user)
-            try persist([.userSaved(key, user)])
+        return try transaction(store(key)) { tx throws(AuthError) -> UserRecord in
+            try Self.checkTenantEnabled(tx.store)
+            let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
+            tx.save(user)
             return user
+        }
+    }
+
+    /// A new user record with `changes` applied (not saved).
+    func newUser(_ s: AuthStore, _ key: StoreKey, localId: String?, changes: UserChanges, now: Int64) throws(AuthError) -> UserRecord {
+        let id: String
+        if let localId {
+            guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
+            guard s.users[localId] == nil else { throw AuthError("DUPLICATE_LOCAL_ID") }
+            id = localId
+        } else {
+            id = newUserID(in: s)
+        }
+        var user = UserRecord(localId: id, createdAt: changes.createdAt ?? now)
+        user.tenantId = key.tenantId
+        try Self.apply(changes, to: &user, in: s, now: now)
+        return user
+    }
+
+    /// Client `signUp`: creates a user signed in now, with a refresh token, in one transaction. Returns the user,
+    /// its refresh token, the sign-in provider (`anonymous` or `password`) and the auth time (seconds).
+    public func signUp(_ key: StoreKey, changes: UserChanges) throws(AuthError) -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
+        let now = clock.nowMillis()
+        let authTime = clock.nowSeconds()
+        return try transaction(store(key)) { tx throws(AuthError) in
+            try Self.checkTenantEnabled(tx.store)
+            var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
+            let provider = user.isAnonymous ? "anonymous" : "password"
+            user.lastLoginAt = authTime * 1000
+            tx.save(user)
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
+            tx.insertRefreshToken(token, record)
+            return (user, token, provider, authTime)
+        }
+    }
+
+    /// What a new refresh token issued with an update says.
+    public struct RefreshGrant: Sendable {
+        public var signInProvider: String
+        public var authTime: Int64
+        public init(signInProvider: String, authTime: Int64) {
+            self.signInProvider = signInProvider
+            self.authTime = authTime
         }
     }
 
     /// Applies `changes` to an existing user (`USER_NOT_FOUND` otherwise).
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = []) throws(AuthError) -> UserRecord {
+        try updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: nil).user
+    }
+
+    /// Applies `changes` and, with `refresh`, issues a refresh token for the result, in one transaction.
+    public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = [],
+                           refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
-        return try store(key).withLock { s throws(AuthError) -> UserRecord in
-            guard var user = s.users[localId] else { throw AuthError.userNotFound }
-            try Self.apply(changes, to: &user, in: s, now: now)
+        return try transaction(store(key)) { tx throws(AuthError) -> (UserRecord, String?) in
+            guard var user = tx.store.users[localId] else { throw AuthError.userNotFound }
+            try Self.apply(changes, to: &user, in: tx.store, now: now)
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
@@ -91,9 +129,38 @@ extension Emulator {
                 default: break
                 }
             }
-            s.save(user)
-            try persist([.userSaved(key, user)])
-            return user
+            tx.save(user)
+            guard let refresh else { return (user, nil) }
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: refresh.authTime, signInProvider: refresh.signInProvider)
+            tx.insertRefreshToken(token, record)
+            return (user, token)
+        }
+    }
+
+    /// Imports users in one transaction: each item replaces (with `allowOverwrite`) or creates its user. A problem
+    /// with one user leaves that user as it was and is returned with its index; the others are imported.
+    /// An existing user without `allowOverwrite` is `DUPLICATE_LOCAL_ID`.
+    public func importUsers(_ key: StoreKey, _ items: [(index: Int, localId: String, changes: UserChanges)],
+                            allowOverwrite: Bool) throws(AuthError) -> [(index: Int, error: AuthError)] {
+        let now = clock.nowMillis()
+        return try transaction(store(key)) { tx throws(AuthError) -> [(index: Int, error: AuthError)] in
+            var problems: [(index: Int, error: AuthError)] = []
+            for item in items {
+                do throws(AuthError) {
+                    try Self.checkTenantEnabled(tx.store)
+                    guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
+                    let exists = tx.store.users[item.localId] != nil
+                    if exists && !allowOverwrite { throw AuthError("DUPLICATE_LOCAL_ID") }
+                    var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
+                    user.tenantId = key.tenantId
+                    try Self.apply(item.changes, to: &user, in: tx.store, now: now)
+                    if exists { tx.deleteUser(item.localId) }  // a replaced user's refresh tokens stop working
+                    tx.save(user)
+                } catch {
+                    problems.append((item.index, error))
+                }
+            }
+            return problems
         }
     }
 
@@ -143,14 +210,28 @@ extension Emulator {
         if s.tenant?.disableAuth == true { throw AuthError("PROJECT_DISABLED") }
     }
 
-    /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working.
+    /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
-            guard s.users[localId] != nil else { throw AuthError.userNotFound }
-            s.deleteUser(localId)
-            try persist([.userDeleted(key, localId)])  // deletes the user's refresh tokens on disk too
+        try transaction(store(key)) { tx throws(AuthError) in
+            guard tx.deleteUser(localId) else { throw AuthError.userNotFound }
         }
-        forgetRefreshTokens(key, localId: localId, persisting: false)
+    }
+
+    /// Deletes users in one transaction; absent ones are skipped. Without `force`, enabled users are kept and
+    /// returned with their index (`accounts:batchDelete`'s `NOT_DISABLED`).
+    public func deleteUsers(_ key: StoreKey, localIds: [String], force: Bool) throws(AuthError) -> [(index: Int, localId: String)] {
+        try transaction(store(key)) { tx throws(AuthError) -> [(index: Int, localId: String)] in
+            var notDisabled: [(index: Int, localId: String)] = []
+            for (i, id) in localIds.enumerated() {
+                guard let user = tx.store.users[id] else { continue }
+                if !force && !user.disabled {
+                    notDisabled.append((i, id))
+                    continue
+                }
+                tx.deleteUser(id)
+            }
+            return notDisabled
+        }
     }
 
     /// Users sorted by localId after `pageToken`, at most `limit`.
@@ -171,18 +252,34 @@ extension Emulator {
     }
 
     public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
-            s.tenant = settings
-            try persist([.configSaved(key, s.config, settings)])
+        try transaction(store(key)) { tx throws(AuthError) in tx.setConfig(tx.store.config, tenant: settings) }
+    }
+
+    /// Read-modify-write of a tenant's config and settings in one transaction. `creating`: the tenant was just
+    /// admitted for this call (`POST …/tenants`): a failed commit unregisters it, and so does an error from `body`.
+    public func updateTenant<T>(_ key: StoreKey, creating: Bool,
+                                _ body: (inout ProjectConfig, inout TenantSettings) throws(AuthError) -> T) throws(AuthError) -> T {
+        try transaction(store(key)) { tx throws(AuthError) -> T in
+            if creating { tx.markCreated() }
+            var config = tx.store.config, tenant = tx.store.tenant ?? TenantSettings()
+            let result: T
+            do throws(AuthError) {
+                result = try body(&config, &tenant)
+            } catch {
+                if creating { tx.deleteStore() }
+                throw error
+            }
+            tx.setConfig(config, tenant: tenant)
+            return result
         }
     }
 
     /// Tenants of a project (every tenant store created so far), sorted by id.
     public func tenants(of projectId: String) -> [String] { tenantIDs(of: projectId) }
 
-    /// Removes a tenant with all its users, codes and tokens.
-    public func deleteTenant(_ key: StoreKey) {
-        forgetRefreshTokens(key, localId: nil)
-        removeStore(key)
+    /// Removes a tenant with all its users, codes and tokens, in one transaction; the next use starts afresh.
+    public func deleteTenant(_ key: StoreKey) throws(AuthError) {
+        guard let box = existingStore(key) else { return }
+        try transaction(box) { tx throws(AuthError) in tx.deleteStore() }
     }
 }

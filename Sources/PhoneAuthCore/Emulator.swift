@@ -2,21 +2,109 @@ import Dispatch
 import EmulatorSupport
 import Synchronization
 
-/// One project's or tenant's state behind its own lock (no global lock on the hot path).
+/// One project's or tenant's state behind its own lock (no global lock on the hot path). Writes go through
+/// `Emulator.transaction` (see Transaction.swift); reads through `read`.
 public final class StoreBox: Sendable {
     public let key: StoreKey
-    let state: Locked<AuthStore>
-    init(key: StoreKey, config: ProjectConfig) {
+    let state: Locked<GuardedStore>
+    /// Orders and commits journal changes (`--data-dir`); nil: in memory only.
+    let committer: JournalCommitter?
+
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?) {
         self.key = key
-        state = Locked(AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings()))
+        self.committer = committer
+        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())))
     }
 
-    /// Runs `body` with exclusive access to the store. Never call out to slow work (signing) inside.
+    /// Raw exclusive access to the store, outside any transaction: nothing is journaled or rolled back. For
+    /// non-durable state and tests only; durable state changes go through `Emulator.transaction`.
     public func withLock<T>(_ body: (inout AuthStore) throws(AuthError) -> T) throws(AuthError) -> T {
-        try state.withLock { s throws(AuthError) -> T in try body(&s) }
+        try state.withLock { g throws(AuthError) -> T in try body(&g.store) }
     }
 
-    public func read<T>(_ body: (AuthStore) -> T) -> T { state.withLock { body($0) } }
+    /// Reads the store. With a journal, what was read may include a transaction not yet durable: inside a request
+    /// its reply then waits for that commit (and fails with it); outside one, this waits and reads again if it failed.
+    public func read<T>(_ body: (AuthStore) -> T) -> T {
+        guard let committer else { return state.withLock { body($0.store) } }
+        while true {
+            let (value, dep, generation) = state.withLock { g in
+                (body(g.store), g.lastTicket, committer.failureGeneration.load(ordering: .acquiring))
+            }
+            if dep == 0 || committer.isSettled(dep, generation: generation) { return value }
+            if let scope = DurabilityScope.current {
+                scope.note(dep, generation: generation)
+                return value
+            }
+            if committer.wait(dep, generation: generation) { return value }
+        }
+    }
+
+    /// The newest pending ticket of this store and the failure generation, read under its lock (`g`).
+    func pending(_ g: GuardedStore) -> (ticket: UInt64, generation: UInt64) {
+        guard let committer else { return (0, 0) }
+        return (g.lastTicket, committer.failureGeneration.load(ordering: .acquiring))
+    }
+
+    /// Makes the current request depend on a pending ticket (or, outside a request, waits for it). False only
+    /// outside a request, when it was rolled back.
+    func depend(on p: (ticket: UInt64, generation: UInt64)) -> Bool {
+        guard let committer, p.ticket != 0, !committer.isSettled(p.ticket, generation: p.generation) else { return true }
+        if let scope = DurabilityScope.current {
+            scope.note(p.ticket, generation: p.generation)
+            return true
+        }
+        return committer.wait(p.ticket, generation: p.generation)
+    }
+
+    /// Runs `body` as one transaction (see Transaction.swift): changes recorded through `tx` reach memory at once and
+    /// the journal together; a failed commit rolls them back. An error thrown by `body` does not undo what it recorded
+    /// before throwing (a consumed attempt stays consumed): those changes commit, then the error is thrown.
+    func transaction<T>(_ refreshTokens: Locked<RefreshTokenIndex>, _ registry: Locked<StoreRegistry>,
+                        _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
+        var after: [@Sendable () -> Void] = []
+        var dep: UInt64 = 0
+        var generation: UInt64 = 0
+        let result = state.withLock { g -> Result<T, AuthError> in
+            if g.removed { return .failure(AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")) }
+            let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
+                var tx = StoreTransaction(key: key, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
+                let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
+                return (r, tx)
+            }
+            var tx = recorded
+            if tx.removeStore {
+                g.removed = true
+                registry.withLock { r in if r.boxes[key] === self { r.remove(key) } }
+            }
+            if let c = committer {
+                if tx.created { tx.undo.insert(.storeCreated, at: 0) }
+                if !tx.changes.isEmpty {
+                    let ticket = c.enqueue(self, tx.changes)
+                    g.undo.append((ticket, tx.undo))
+                    g.lastTicket = ticket
+                }
+                dep = g.lastTicket
+                generation = c.failureGeneration.load(ordering: .acquiring)
+            }
+            after = tx.afterCommit
+            return result
+        }
+        if let c = committer, dep != 0, !c.isSettled(dep, generation: generation) {
+            if let scope = DurabilityScope.current {
+                scope.note(dep, generation: generation)
+                if !after.isEmpty {
+                    let hooks = after
+                    c.whenDecided([dep], maxTicket: dep, generation: generation) { ok in if ok { for h in hooks { h() } } }
+                }
+            } else {
+                guard c.wait(dep, generation: generation) else { throw Emulator.notDurable }
+                for h in after { h() }
+            }
+        } else {
+            for h in after { h() }
+        }
+        return try result.get()
+    }
 }
 
 /// The outcome of `signInWithPhoneNumber`.
@@ -33,15 +121,18 @@ public final class Emulator: Sendable {
     public let random: any RandomSource
     public let defaultProjectId: String
     public let logger: Logger
-    /// Durable storage (`--data-dir`); nil: in memory only.
+    /// Durable storage (`--data-dir`); nil: in memory only. Every write is a store transaction (Transaction.swift):
+    /// memory and journal change together or not at all.
     public let journal: (any StateJournal)?
+    /// Orders, batches and commits the journal's changes; nil without a journal.
+    let committer: JournalCommitter?
     private let initialConfigs: [String: ProjectConfig]
-    private let stores = Locked(StoreRegistry())
+    private let stores: Locked<StoreRegistry>
     /// `--max-projects`: projects created on first use stop here (`QUOTA_EXCEEDED`).
     public let maxProjects: Int
     /// Tenants per project (created on first use or explicitly), as Identity Platform's quota.
     public let maxTenantsPerProject: Int
-    private let refreshTokens = Locked(RefreshTokenIndex())
+    private let refreshTokens: Locked<RefreshTokenIndex>
     /// Registered inbox long-polls across all stores (the waiters themselves live in their store, by number).
     private let waiterTotal = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
@@ -60,8 +151,13 @@ public final class Emulator: Sendable {
         self.clock = clock
         self.random = random
         self.logger = logger
+        let stores = Locked(StoreRegistry()), refreshTokens = Locked(RefreshTokenIndex())
+        self.stores = stores
+        self.refreshTokens = refreshTokens
+        let committer = journal.map { JournalCommitter(journal: $0, logger: logger, refreshTokens: refreshTokens, registry: stores) }
+        self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
-        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig())
+        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer)
         stores.withLock { $0.insert(defaultStore) }
     }
 
@@ -78,12 +174,12 @@ public final class Emulator: Sendable {
         guard Identifiers.isValid(key) else {
             logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
                                                                           ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
-            return StoreBox(key: key, config: config)
+            return StoreBox(key: key, config: config, committer: committer)
         }
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
             if let s = r.boxes[key] { return s }
-            let s = StoreBox(key: key, config: config)
+            let s = StoreBox(key: key, config: config, committer: committer)
             r.insert(s)
             return s
         }
@@ -133,16 +229,29 @@ public final class Emulator: Sendable {
         let tenantConfig = key.tenantId == nil ? nil : config(project)
         try stores.withLock { r throws(AuthError) in
             try check(r)
-            if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig)) }
-            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig)) }
+            if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: committer)) }
+            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig, committer: committer)) }
         }
     }
 
-    /// Forgets a store entirely (a deleted tenant); the next use starts afresh.
-    public func removeStore(_ key: StoreKey) {
-        try? persist([.storeDeleted(key)])
-        stores.withLock { $0.remove(key) }
+    /// Runs `body` as one transaction on `box` (see `StoreBox.transaction` and Transaction.swift).
+    public func transaction<T>(_ box: StoreBox, _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
+        try box.transaction(refreshTokens, stores, body)
     }
+
+    /// A journal commit failed and the change was rolled back (the reply is a 500).
+    public static let notDurable = AuthError.internalError("The change could not be stored durably; it was rolled back.")
+
+    /// Calls `body(true)` once everything `scope` depends on is durable, `body(false)` if some of it was rolled back;
+    /// at once (on this thread) without a journal or when nothing is pending, else later on the committer thread.
+    public func whenDurable(_ scope: DurabilityScope, _ body: @escaping @Sendable (Bool) -> Void) {
+        let d = scope.deps.withLock { $0 }
+        guard let committer, !d.tickets.isEmpty, !committer.isSettled(d.maxTicket, generation: d.generation) else { return body(true) }
+        committer.whenDecided(d.tickets, maxTicket: d.maxTicket, generation: d.generation, body)
+    }
+
+    /// Journal commits made so far (each holds every change queued while the previous one was written).
+    public var journalCommits: Int { committer?.commits.load(ordering: .relaxed) ?? 0 }
 
     /// Keys of every store created so far.
     public var storeKeys: [StoreKey] { stores.withLock { Array($0.boxes.keys) } }
@@ -162,34 +271,31 @@ public final class Emulator: Sendable {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
         let box = store(key)
-        var waiting: [CodeWaiter] = []
-        let (session, fictional) = try box.withLock { s throws(AuthError) -> (VerificationSession, Bool) in
-            try Self.checkTenantEnabled(s)
-            guard s.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
-            let settings = s.config.phoneAuth
+        let (session, fictional) = try transaction(box) { tx throws(AuthError) -> (VerificationSession, Bool) in
+            try Self.checkTenantEnabled(tx.store)
+            guard tx.store.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
+            let settings = tx.store.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
-            let preset = s.config.testPhoneNumbers[phone.e164]
+            let preset = tx.store.config.testPhoneNumbers[phone.e164]
             if preset == nil {
-                try Self.checkSendPolicy(&s, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+                try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
             }
             let code = preset ?? random.digits(settings.codeLength)
             var id = SessionID(bytes: random.bytes(SessionID.byteCount))
-            while s.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
+            while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
             let session = VerificationSession(
                 id: id, phoneNumber: phone.e164, code: code, createdAt: now,
                 expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
                 attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
                 fictional: preset != nil, kind: .signIn, appSignatureHash: autoRetrievalHash.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) },
-                sequence: s.nextSequence)
-            s.nextSequence += 1
-            s.sessions[id] = session
-            var changes: [StateChange] = [.sessionSaved(key, session)]
-            for gone in s.sweepExpiredSessions(now: now) { changes.append(.sessionDeleted(key, gone.text)) }
-            try persist(changes)
-            // Long-polls for this number: one hash lookup, none at all when nobody waits.
-            if !s.waiters.isEmpty, let ready = s.waiters.removeValue(forKey: phone.e164) {
-                s.waiterCount -= ready.count
-                waiting = ready
+                sequence: tx.nextSequence)
+            tx.nextSequence += 1
+            tx.save(session)
+            tx.sweepExpiredSessions(now: now)
+            // Long-polls for this number: one hash lookup, none at all when nobody waits. They are answered once the
+            // session is durable, never with a code a failed commit rolls back.
+            if !tx.store.waiters.isEmpty, tx.store.waiters[phone.e164] != nil {
+                tx.onCommit { [self] in fireWaiters(box, session) }
             }
             return (session, preset != nil)
         }
@@ -198,11 +304,19 @@ public final class Emulator: Sendable {
         } else {
             logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
         }
-        if !waiting.isEmpty {
-            waiterTotal.wrappingSubtract(waiting.count, ordering: .relaxed)
-            for w in waiting { w.fire(session) }
-        }
         return session.sessionInfo
+    }
+
+    /// Answers the long-polls waiting for `session`'s number with it.
+    private func fireWaiters(_ box: StoreBox, _ session: VerificationSession) {
+        let waiting = box.state.withLock { g -> [CodeWaiter] in
+            guard let ready = g.store.waiters.removeValue(forKey: session.phoneNumber) else { return [] }
+            g.store.waiterCount -= ready.count
+            return ready
+        }
+        guard !waiting.isEmpty else { return }
+        waiterTotal.wrappingSubtract(waiting.count, ordering: .relaxed)
+        for w in waiting { w.fire(session) }
     }
 
     /// At most this many `verificationCodes:wait` long-polls per project (or tenant) at once.
@@ -221,18 +335,26 @@ public final class Emulator: Sendable {
         let box = store(key)
         let waiter = CodeWaiter(phone: phone, callback: callback)
         // Check and register under one lock, so a send cannot slip in between.
-        let newest = try box.withLock { s throws(AuthError) -> VerificationSession? in
-            if let newest = s.sessions.newest(phone: phone) { return newest }
+        var pending: (ticket: UInt64, generation: UInt64) = (0, 0)
+        let newest = try box.state.withLock { g throws(AuthError) -> VerificationSession? in
+            if let newest = g.store.sessions.newest(phone: phone) {
+                pending = box.pending(g)
+                return newest
+            }
             guard timeoutSeconds > 0 else { return nil }
-            guard s.waiterCount < Self.maxWaitersPerStore else {
+            guard g.store.waiterCount < Self.maxWaitersPerStore else {
                 throw AuthError("RESOURCE_EXHAUSTED", "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).",
                                 http: 429, reason: "rateLimitExceeded")
             }
-            s.waiters[phone, default: []].append(waiter)
-            s.waiterCount += 1
+            g.store.waiters[phone, default: []].append(waiter)
+            g.store.waiterCount += 1
             return nil
         }
-        if let newest { callback(newest); return nil }
+        if let newest {
+            guard box.depend(on: pending) else { throw Emulator.notDurable }
+            callback(newest)
+            return nil
+        }
         guard timeoutSeconds > 0 else { callback(nil); return nil }
         waiterTotal.wrappingAdd(1, ordering: .relaxed)
         // Both closures are released when the waiter finishes (fired, timed out or cancelled).
@@ -245,12 +367,12 @@ public final class Emulator: Sendable {
 
     /// Unregisters a waiter; true if it was still registered.
     private func dropWaiter(_ box: StoreBox, _ w: CodeWaiter) -> Bool {
-        let removed = box.state.withLock { s -> Bool in
-            guard var list = s.waiters.removeValue(forKey: w.phone) else { return false }
+        let removed = box.state.withLock { g -> Bool in
+            guard var list = g.store.waiters.removeValue(forKey: w.phone) else { return false }
             let before = list.count
             list.removeAll { $0 === w }
-            if !list.isEmpty { s.waiters[w.phone] = list }
-            s.waiterCount -= before - list.count
+            if !list.isEmpty { g.store.waiters[w.phone] = list }
+            g.store.waiterCount -= before - list.count
             return list.count != before
         }
         if removed { waiterTotal.wrappingSubtract(1, ordering: .relaxed) }
@@ -282,92 +404,76 @@ public final class Emulator: Sendable {
                                       phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
         let now = clock.nowMillis()
         let box = store(key)
-        return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
-            try Self.checkTenantEnabled(s)
-            var consumed: String? = nil
-            var refresh: (String, RefreshTokenRecord)? = nil
-            func done(_ user: UserRecord?) throws(AuthError) {
-                var changes: [StateChange] = consumed.map { [.sessionDeleted(key, $0)] } ?? []
-                if let user {
-                    changes.append(.userSaved(key, user))
-                    refresh = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
-                    changes.append(.refreshTokenSaved(refresh!.0, refresh!.1))
-                }
-                try persist(changes)
-                if let refresh { refreshTokens.withLock { $0.insert(refresh.0, refresh.1) } }
+        // One transaction: the consumed session, the user and its refresh token commit together or not at all.
+        return try transaction(box) { tx throws(AuthError) -> PhoneSignInOutcome in
+            try Self.checkTenantEnabled(tx.store)
+            func signedIn(_ user: UserRecord, isNewUser: Bool) -> PhoneSignInOutcome {
+                tx.save(user)
+                let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
+                tx.insertRefreshToken(token, record)
+                return .signedIn(user: user, isNewUser: isNewUser, refreshToken: token, authTime: now / 1000)
             }
             let phone: String
             let viaProof: Bool
             if let proof = temporaryProof, !proof.isEmpty {
                 guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError("MISSING_PHONE_NUMBER") }
                 let p = try PhoneNumber(parsing: raw).e164
-                guard s.temporaryProofs.peek(proof, now: now) == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
+                guard tx.store.temporaryProofs.peek(proof, now: now) == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
                 phone = p
                 viaProof = true
             } else {
                 guard let info = sessionInfo, !info.isEmpty else { throw AuthError("MISSING_SESSION_INFO") }
                 guard let code, !code.isEmpty else { throw AuthError("MISSING_CODE") }
-                guard let sid = SessionID(info), var session = s.sessions[sid] else { throw AuthError.invalidSessionInfo }
+                guard let sid = SessionID(info), var session = tx.store.sessions[sid] else { throw AuthError.invalidSessionInfo }
                 if let exp = session.expiresAt, now >= exp {
-                    s.sessions[sid] = nil
-                    try persist([.sessionDeleted(key, sid.text)])
+                    tx.deleteSession(sid)
                     throw AuthError.sessionExpired
                 }
                 if let left = session.attemptsLeft, left <= 0 {
-                    s.sessions[sid] = nil
-                    try persist([.sessionDeleted(key, sid.text)])
+                    tx.deleteSession(sid)
                     throw AuthError.tooManyAttempts
                 }
-                if let scenario = s.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
+                if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
                     throw Self.scenarioError(scenario)
                 }
                 guard constantTimeEquals(code, session.code) else {
                     if let left = session.attemptsLeft {
                         session.attemptsLeft = left - 1
-                        s.sessions[sid] = session
-                        try persist([.sessionSaved(key, session)])
+                        tx.save(session)
                     }
                     throw AuthError.invalidCode
                 }
-                s.sessions[sid] = nil  // single use, consumed before the account checks (as production)
-                consumed = sid.text  // the canonical spelling keys persistence, never the client's text
+                tx.deleteSession(sid)  // single use, consumed before the account checks (as production)
                 phone = session.phoneNumber
                 viaProof = false
             }
 
-            let owner = s.user(phone: phone)
+            let owner = tx.store.user(phone: phone)
             if let tokenUser {
-                guard var user = s.users[tokenUser.localId] else { throw AuthError.userNotFound }
+                guard var user = tx.store.users[tokenUser.localId] else { throw AuthError.userNotFound }
                 if let owner, owner.localId != user.localId {
                     if viaProof { throw AuthError("PHONE_NUMBER_EXISTS") }
                     let proof = random.token(byteCount: 64)
-                    s.temporaryProofs.insert(proof, phone, expiresAt: now + Self.temporaryProofLifetimeMillis, now: now)
-                    try done(nil)
+                    tx.temporaryProofs.insert(proof, phone, expiresAt: now + Self.temporaryProofLifetimeMillis, now: now)
                     return .conflict(phoneNumber: phone, temporaryProof: proof)
                 }
-                guard !user.disabled else { try done(nil); throw AuthError.userDisabled }
+                guard !user.disabled else { throw AuthError.userDisabled }
                 user.phoneNumber = phone
                 user.lastLoginAt = now
-                s.save(user)
-                try done(user)
-                return .signedIn(user: user, isNewUser: false, refreshToken: refresh!.0, authTime: now / 1000)
+                return signedIn(user, isNewUser: false)
             }
             if var user = owner {
-                guard !user.disabled else { try done(nil); throw AuthError.userDisabled }
+                guard !user.disabled else { throw AuthError.userDisabled }
                 user.lastLoginAt = now
-                s.save(user)
-                try done(user)
-                return .signedIn(user: user, isNewUser: false, refreshToken: refresh!.0, authTime: now / 1000)
+                return signedIn(user, isNewUser: false)
             }
-            if operation == "REAUTH" { try done(nil); throw AuthError.userNotFound }
-            var user = UserRecord(localId: newUserID(in: s), createdAt: now)
+            if operation == "REAUTH" { throw AuthError.userNotFound }
+            var user = UserRecord(localId: newUserID(in: tx.store), createdAt: now)
             user.phoneNumber = phone
             user.lastRefreshAt = now
             user.lastLoginAt = now
             user.tenantId = key.tenantId
-            s.save(user)
-            try done(user)
-            return .signedIn(user: user, isNewUser: true, refreshToken: refresh!.0, authTime: now / 1000)
+            return signedIn(user, isNewUser: true)
         }
     }
 
@@ -389,19 +495,18 @@ public final class Emulator: Sendable {
         let key = StoreKey(projectId: identity.projectId, tenantId: identity.tenantId)
         // Never creates a store: a token's tenant claim is not a way to make tenants (unsigned tokens exist).
         guard let box = existingStore(key) else { throw AuthError.userNotFound }
-        return try box.withLock { s throws(AuthError) -> UserRecord in
-            guard let u = s.users[identity.localId] else { throw AuthError.userNotFound }
-            guard !u.disabled else { throw AuthError.userDisabled }
-            if let vs = u.validSince, identity.issuedAt < vs { throw AuthError.tokenExpired }
-            return u
-        }
+        let user = box.read { $0.users[identity.localId] }
+        guard let u = user else { throw AuthError.userNotFound }
+        guard !u.disabled else { throw AuthError.userDisabled }
+        if let vs = u.validSince, identity.issuedAt < vs { throw AuthError.tokenExpired }
+        return u
     }
 
-    /// Stores and returns a new opaque refresh token.
+    /// Stores and returns a new opaque refresh token (its own transaction; sign-ins and sign-ups issue theirs
+    /// inside the transaction that saves the user).
     public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) throws(AuthError) -> String {
         let (token, rec) = newRefreshToken(key, localId: localId, authTime: authTime, signInProvider: signInProvider)
-        try persist([.refreshTokenSaved(token, rec)])
-        refreshTokens.withLock { $0.insert(token, rec) }
+        try transaction(store(key)) { tx throws(AuthError) in tx.insertRefreshToken(token, rec) }
         return token
     }
 
@@ -418,6 +523,9 @@ public final class Emulator: Sendable {
     /// Every refresh token (for tests and exports).
     public var refreshTokenCount: Int { refreshTokens.withLock { $0.byToken.count } }
 
+    /// Every refresh token and its record (tests compare memory with what a journal restores).
+    public var allRefreshTokens: [String: RefreshTokenRecord] { refreshTokens.withLock { $0.byToken } }
+
     /// Index entries removals have visited so far (a test hook: deleting a user must visit only that user's tokens).
     var refreshTokenIndexVisits: Int { refreshTokens.withLock { $0.visited } }
 
@@ -425,25 +533,15 @@ public final class Emulator: Sendable {
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
         guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
         let now = clock.nowMillis()
-        let user = try store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)).withLock { s throws(AuthError) -> UserRecord in
-            guard var u = s.users[rec.localId] else { throw AuthError.userNotFound }
+        let user = try transaction(store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId))) { tx throws(AuthError) -> UserRecord in
+            guard var u = tx.store.users[rec.localId] else { throw AuthError.userNotFound }
             guard !u.disabled else { throw AuthError.userDisabled }
             if let vs = u.validSince, rec.issuedAt < vs { throw AuthError.tokenExpired }
             u.lastRefreshAt = now
-            s.users[u.localId] = u
-            try persist([.userSaved(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId), u)])
+            tx.save(u)
             return u
         }
         return (rec, user)
-    }
-
-    /// Drops refresh tokens of a deleted user (or of a whole store when `localId` is nil): O(those tokens), through
-    /// the per-user index. `persisting: false` when the caller's own journal change already deleted them on disk.
-    public func forgetRefreshTokens(_ key: StoreKey, localId: String?, persisting: Bool = true) {
-        if persisting { try? persist([.refreshTokensDeleted(key, localId: localId)]) }
-        refreshTokens.withLock { m in
-            if let localId { m.removeUser(key, localId) } else { m.removeStore(key) }
-        }
     }
 
     // MARK: emulator API
@@ -451,28 +549,36 @@ public final class Emulator: Sendable {
     /// A store's config; a store that does not exist yet answers what it would start with (nothing is allocated).
     public func config(_ key: StoreKey) -> ProjectConfig { existingStore(key)?.read { $0.config } ?? initialConfig(key) }
 
-    /// Merges a config JSON (the `/emulator/v1/projects/{p}/config` shape) and returns the result.
+    /// Merges a config JSON (the `/emulator/v1/projects/{p}/config` shape) and returns the result: read, merge and
+    /// write in one transaction, so concurrent patches never lose each other's fields.
     public func patchConfig(_ key: StoreKey, _ json: JSON) throws(ConfigError) -> ProjectConfig {
-        let box = store(key)
-        var current = box.read { $0.config }
-        try current.apply(json)
-        let updated = current
-        do {
-            try box.withLock { s throws(AuthError) in
-                s.config = updated
-                try persist([.configSaved(key, updated, s.tenant)])
+        let outcome: Result<ProjectConfig, ConfigError>
+        do throws(AuthError) {
+            outcome = try transaction(store(key)) { tx throws(AuthError) -> Result<ProjectConfig, ConfigError> in
+                var updated = tx.store.config
+                do throws(ConfigError) { try updated.apply(json) } catch { return .failure(error) }
+                tx.setConfig(updated)
+                return .success(updated)
             }
         } catch {
             throw ConfigError(path: "", message: error.message)
         }
-        return updated
+        return try outcome.get()
+    }
+
+    /// Read-modify-write of a store's config and tenant settings in one transaction: `body` sees the current values
+    /// and may change both (or throw, changing nothing).
+    public func updateConfig<T>(_ key: StoreKey, _ body: (inout ProjectConfig, inout TenantSettings?) throws(AuthError) -> T) throws(AuthError) -> T {
+        try transaction(store(key)) { tx throws(AuthError) -> T in
+            var config = tx.store.config, tenant = tx.store.tenant
+            let result = try body(&config, &tenant)
+            if config != tx.store.config || tenant != tx.store.tenant { tx.setConfig(config, tenant: tenant) }
+            return result
+        }
     }
 
     public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
-            s.config = config
-            try persist([.configSaved(key, config, s.tenant)])
-        }
+        try transaction(store(key)) { tx throws(AuthError) in tx.setConfig(config) }
     }
 
     /// Every pending code (optionally one number's) in creation order. O(result).
@@ -488,29 +594,13 @@ public final class Emulator: Sendable {
 
     /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.
     @discardableResult
-    public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) -> Int {
-        store(key).state.withLock { s in
-            let before = s.sessions.count
-            if let phone {
-                let gone = s.sessions.removeAll(phone: phone)
-                try? persist(gone.map { .sessionDeleted(key, $0.sessionInfo) })
-            } else {
-                s.sessions.removeAll()
-                try? persist([.sessionsCleared(key)])
-            }
-            return before - s.sessions.count
-        }
+    public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) throws(AuthError) -> Int {
+        try transaction(store(key)) { tx throws(AuthError) -> Int in tx.clearSessions(phone: phone) }
     }
 
-    /// Deletes every user of a store (the official `DELETE /emulator/v1/projects/{p}/accounts`).
-    public func wipeAccounts(_ key: StoreKey) {
-        store(key).state.withLock { s in
-            s.users.removeAll()
-            s.phoneIndex.removeAll()
-            s.temporaryProofs.removeAll()
-            try? persist([.usersWiped(key)])  // deletes the store's refresh tokens on disk too
-        }
-        forgetRefreshTokens(key, localId: nil, persisting: false)
+    /// Deletes every user of a store and their refresh tokens (the official `DELETE /emulator/v1/projects/{p}/accounts`).
+    public func wipeAccounts(_ key: StoreKey) throws(AuthError) {
+        try transaction(store(key)) { tx throws(AuthError) in tx.wipeUsers() }
     }
 }
 
@@ -535,19 +625,29 @@ struct RefreshTokenIndex: Sendable {
         if byUser[key]?.isEmpty == true { byUser[key] = nil }
     }
 
-    mutating func removeUser(_ key: StoreKey, _ localId: String) {
-        guard let tokens = byUser[key]?.removeValue(forKey: localId) else { return }
-        if byUser[key]?.isEmpty == true { byUser[key] = nil }
-        for t in tokens { byToken[t] = nil }
-        visited += tokens.count
+    /// Removes one token (a rolled-back issue).
+    mutating func remove(_ token: String) {
+        guard let rec = byToken.removeValue(forKey: token) else { return }
+        unlink(token, rec)
     }
 
-    mutating func removeStore(_ key: StoreKey) {
-        guard let users = byUser.removeValue(forKey: key) else { return }
+    /// Removes a user's tokens and returns them (for rollback).
+    mutating func removeUser(_ key: StoreKey, _ localId: String) -> [(String, RefreshTokenRecord)] {
+        guard let tokens = byUser[key]?.removeValue(forKey: localId) else { return [] }
+        if byUser[key]?.isEmpty == true { byUser[key] = nil }
+        visited += tokens.count
+        return tokens.compactMap { t in byToken.removeValue(forKey: t).map { (t, $0) } }
+    }
+
+    /// Removes a store's tokens and returns them (for rollback).
+    mutating func removeStore(_ key: StoreKey) -> [(String, RefreshTokenRecord)] {
+        guard let users = byUser.removeValue(forKey: key) else { return [] }
+        var gone: [(String, RefreshTokenRecord)] = []
         for (_, tokens) in users {
-            for t in tokens { byToken[t] = nil }
+            for t in tokens { if let r = byToken.removeValue(forKey: t) { gone.append((t, r)) } }
             visited += tokens.count
         }
+        return gone
     }
 }
 

@@ -16,8 +16,12 @@ public enum StateChange: Sendable {
 }
 
 /// Where durable changes go (`--data-dir`); nil keeps everything in memory.
+///
+/// The emulator calls `record` from one thread at a time (its `JournalCommitter`), with every change queued since
+/// the previous call, in order: one call is one group commit, of many requests and projects.
 public protocol StateJournal: Sendable {
-    /// Writes the changes in one transaction; throws if they could not be made durable.
+    /// Writes the changes in one transaction, all or none; throws if they could not be made durable (the emulator
+    /// then rolls the same changes back in memory and answers the requests that made or saw them with a 500).
     func record(_ changes: [StateChange]) throws
 }
 
@@ -32,29 +36,18 @@ public struct StoreSnapshot: Sendable {
 }
 
 extension Emulator {
-    /// Writes `changes` to the journal, if any. Failures become a logged 500 for this request.
-    func persist(_ changes: [StateChange]) throws(AuthError) {
-        guard let journal, !changes.isEmpty else { return }
-        do {
-            try journal.record(changes)
-        } catch {
-            logger.error("could not persist a change", [("error", String(describing: error))])
-            throw AuthError.internalError("The change could not be stored durably: \(error)")
-        }
-    }
-
     /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
     public func restore(_ stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
         for snap in stores {
             let box = store(snap.key)
-            box.state.withLock { s in
-                if let c = snap.config { s.config = c }
-                if let t = snap.tenant { s.tenant = t }
-                for u in snap.users { s.save(u) }
+            box.state.withLock { g in
+                if let c = snap.config { g.store.config = c }
+                if let t = snap.tenant { g.store.tenant = t }
+                for u in snap.users { g.store.save(u) }
                 // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
                 for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
-                    s.sessions[sess.id] = sess
-                    s.nextSequence = max(s.nextSequence, sess.sequence + 1)
+                    g.store.sessions[sess.id] = sess
+                    g.store.nextSequence = max(g.store.nextSequence, sess.sequence + 1)
                 }
             }
         }

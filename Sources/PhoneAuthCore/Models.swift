@@ -180,10 +180,4 @@ public struct AuthStore: Sendable {
         if let phone { return sessions.page(phone: phone, after: after, limit: limit) }
         return sessions.page(after: after, limit: limit)
     }
-
-    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
-    mutating func sweepExpiredSessions(now: Int64) -> [SessionID] {
-        guard nextSequence & 255 == 0 else { return [] }
-        return sessions.sweepNextShard(now: now)
-    }
 }

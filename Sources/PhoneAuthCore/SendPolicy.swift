@@ -67,33 +67,33 @@ extension Emulator {
     public static let maxAppTokenLength = 200
 
     /// App verification, region policy and limits for a non-fictional number, in production's order.
-    /// Runs under the store lock; records the send in the windows when everything passes.
-    static func checkSendPolicy(_ s: inout AuthStore, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
-        let settings = s.config.phoneAuth
+    /// Runs inside the send's transaction; records the send in the windows when everything passes.
+    static func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
+        let settings = tx.store.config.phoneAuth
         if settings.appVerification == .enforce {
-            try verifyApp(&s.credentials, credentials, now: now)
+            try verifyApp(&tx.credentials, credentials, now: now)
         }
-        guard s.config.smsRegion.allows(region: phone.region) else { throw regionBlocked }
+        guard tx.store.config.smsRegion.allows(region: phone.region) else { throw regionBlocked }
         let perPhone = settings.perPhoneNumber, perIP = settings.perIp, quota = settings.smsQuota
         if perPhone.max > 0 {
-            var times = s.windows.perPhone[phone.e164] ?? []
+            var times = tx.windows.perPhone[phone.e164] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000)
-            s.windows.perPhone[phone.e164] = times
+            tx.windows.perPhone[phone.e164] = times
             if n >= perPhone.max { throw AuthError.tooManyAttempts }
         }
         if perIP.max > 0, let ip = clientIP {
-            var times = s.windows.perIP[ip] ?? []
+            var times = tx.windows.perIP[ip] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perIP.perSeconds) * 1000)
-            s.windows.perIP[ip] = times
+            tx.windows.perIP[ip] = times
             if n >= perIP.max { throw AuthError.tooManyAttempts }
         }
         if quota.max > 0 {
-            let n = SendWindows.count(&s.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
+            let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
             if n >= quota.max { throw AuthError("QUOTA_EXCEEDED", "Exceeded quota.") }
         }
-        if perPhone.max > 0 { s.windows.perPhone[phone.e164, default: []].append(now) }
-        if perIP.max > 0, let ip = clientIP { s.windows.perIP[ip, default: []].append(now) }
-        if quota.max > 0 { s.windows.quota.append(now) }
+        if perPhone.max > 0 { tx.windows.perPhone[phone.e164, default: []].append(now) }
+        if perIP.max > 0, let ip = clientIP { tx.windows.perIP[ip, default: []].append(now) }
+        if quota.max > 0 { tx.windows.quota.append(now) }
     }
 
     /// `ENFORCE`: one valid credential is required. Valid ones are single use.
@@ -125,7 +125,7 @@ extension Emulator {
         let prefix = type == .recaptcha ? "emu-recaptcha-" : "emu-play-integrity-"
         let token = prefix + random.token(byteCount: 32)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { $0.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
+        store(key).state.withLock { $0.store.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
         return (token, exp)
     }
 
@@ -141,9 +141,9 @@ extension Emulator {
         let receipt = random.token(byteCount: 32)
         let secret = random.token(byteCount: 12)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { s in
-            s.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
-            s.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
+        store(key).state.withLock { g in
+            g.store.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
+            g.store.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
                                         expiresAt: exp, now: now)
         }
         return receipt

@@ -295,15 +295,19 @@ public struct SessionTable: Sendable {
     /// Drops the expired sessions of the next shard, and rebuilds it when mostly empty so memory is returned.
     /// Returns the ids removed.
     @discardableResult
-    public mutating func sweepNextShard(now: Int64) -> [SessionID] {
+    public mutating func sweepNextShard(now: Int64) -> [SessionID] { sweepNextShardSessions(now: now).map(\.id) }
+
+    /// `sweepNextShard`, returning the sessions removed (a transaction keeps them to undo the sweep).
+    public mutating func sweepNextShardSessions(now: Int64) -> [VerificationSession] {
         let i = cursor
         cursor = (cursor + 1) % Self.shardCount
         let expired = shards[i].filter { $0.value.expiresAt != 0 && $0.value.expiresAt <= now }.map(\.key)
+        let gone = expired.compactMap { self[$0] }
         for id in expired { self[id] = nil }
         if shards[i].capacity > 64 && shards[i].count * 4 < shards[i].capacity {
             shards[i] = Dictionary(uniqueKeysWithValues: shards[i].map { ($0.key, $0.value) })
         }
-        return expired
+        return gone
     }
 
     // MARK: indexes

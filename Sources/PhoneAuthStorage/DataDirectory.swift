@@ -10,7 +10,7 @@ import Glibc
 
 /// `--data-dir`: an SQLite database in WAL mode holding every project's and tenant's users, config, pending
 /// sessions, refresh tokens and the signing keys. Each change batch is one transaction, committed before the
-/// response that acknowledges it is sent (WAL + synchronous=NORMAL survives `kill -9`; `FULL` also power loss).
+/// response that acknowledges it (or anything it changed) is sent (WAL + synchronous=NORMAL survives `kill -9`; `FULL` also power loss).
 /// An exclusive `flock` on `DIR/lock` keeps a second server out.
 public final class DataDirectory: StateJournal, @unchecked Sendable {
     public enum Durability: String, Sendable { case normal, full }
@@ -112,61 +112,12 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
 
     // MARK: StateJournal
 
-    /// One caller's changes waiting for a commit.
-    private final class Pending: @unchecked Sendable {
-        enum Outcome { case waiting, committed, failed(any Error), lead }
-        let changes: [StateChange]
-        var outcome: Outcome = .waiting  // written under `queue`'s lock before `wake` is signalled
-        let wake = DispatchSemaphore(value: 0)
-        init(_ changes: [StateChange]) { self.changes = changes }
-    }
-
-    private struct Queue {
-        var waiting: [Pending] = []
-        var committing = false
-    }
-
-    private let queue = Locked(Queue())
-
-    /// Group commit: concurrent callers' changes share one transaction. The first caller commits everything queued
-    /// (its own included), wakes the others with the outcome, and hands leadership to a queued caller if more arrived.
-    /// Each caller returns only after its changes are committed.
+    /// Writes one batch in one SQLite transaction (all or nothing). The emulator's `JournalCommitter` calls this from
+    /// one thread with every change queued since its previous call: that is the group commit, across requests and
+    /// projects alike (see PhoneAuthCore/Transaction.swift).
     public func record(_ changes: [StateChange]) throws {
-        let me = Pending(changes)
-        let lead = queue.withLock { q -> Bool in
-            q.waiting.append(me)
-            if q.committing { return false }
-            q.committing = true
-            return true
-        }
-        if !lead {
-            me.wake.wait()
-            switch queue.withLock({ _ in me.outcome }) {
-            case .committed: return
-            case .failed(let e): throw e
-            case .lead, .waiting: break
-            }
-        }
-        // Leader: commit what is queued (our own batch is among it).
-        let batch = queue.withLock { q -> [Pending] in
-            let b = q.waiting
-            q.waiting = []
-            return b
-        }
-        var failure: (any Error)? = nil
-        do { try commit(batch.flatMap(\.changes)) } catch { failure = error }
-        let next = queue.withLock { q -> Pending? in
-            for p in batch { p.outcome = failure.map { .failed($0) } ?? .committed }
-            guard let first = q.waiting.first else {
-                q.committing = false
-                return nil
-            }
-            first.outcome = .lead
-            return first
-        }
-        for p in batch where p !== me { p.wake.signal() }
-        next?.wake.signal()
-        if let failure { throw failure }
+        guard !changes.isEmpty else { return }
+        try commit(changes)
     }
 
     private func commit(_ changes: [StateChange]) throws {

@@ -197,7 +197,7 @@ final class BoundsTests: XCTestCase {
         let tu = try emulator.createUser(tenant, localId: nil, changes: UserChanges())
         for _ in 0..<5 { _ = try emulator.issueRefreshToken(tenant, localId: tu.localId, authTime: 1, signInProvider: "phone") }
         let beforeWipe = emulator.refreshTokenIndexVisits
-        emulator.wipeAccounts(tenant)
+        try emulator.wipeAccounts(tenant)
         XCTAssertEqual(emulator.refreshTokenIndexVisits - beforeWipe, 5)
         XCTAssertEqual(emulator.refreshTokenCount, 200_000)
     }

@@ -122,7 +122,7 @@ final class IdentifierTests: XCTestCase {
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "p", tenantId: "t5"), create: true, explicit: true))
         try e.admit(StoreKey(projectId: "p", tenantId: "t4"), create: true)  // existing
         try e.admit(StoreKey(projectId: "q", tenantId: "t5"), create: true)  // another project has its own cap
-        e.deleteTenant(StoreKey(projectId: "p", tenantId: "t0"))
+        try e.deleteTenant(StoreKey(projectId: "p", tenantId: "t0"))
         try e.admit(StoreKey(projectId: "p", tenantId: "t5"), create: true)
         XCTAssertEqual(e.tenants(of: "p"), ["t1", "t2", "t3", "t4", "t5"])
     }

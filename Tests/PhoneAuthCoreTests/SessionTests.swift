@@ -109,7 +109,7 @@ final class SessionTests: XCTestCase {
         XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual($0 as? AuthError, .tokenExpired) }
         let fresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertNoThrow(try emulator.redeemRefreshToken(fresh))
-        emulator.wipeAccounts(key)
+        try emulator.wipeAccounts(key)
         XCTAssertThrowsError(try emulator.redeemRefreshToken(fresh)) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
         XCTAssertThrowsError(try emulator.redeemRefreshToken("nope")) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
     }

@@ -1,0 +1,303 @@
+import Dispatch
+import EmulatorSupport
+import HTTPServer
+@testable import PhoneAuthAPI
+import PhoneAuthCore
+import PhoneAuthStorage
+import Synchronization
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A journal that fails chosen commits: wraps a real `DataDirectory`; commit number `n` (1-based) throws when `n` is
+/// in `failing`. With `hold`, each commit waits for `release()` first, so a test can queue several transactions behind
+/// one commit (group commit, and the cascade of a failure to transactions that read what it rolls back).
+final class FlakyJournal: StateJournal, @unchecked Sendable {
+    struct Injected: Error {}
+    let inner: DataDirectory
+    private let state = Locked<(calls: Int, failing: Set<Int>, batches: [Int])>((0, [], []))
+    private let gate = DispatchSemaphore(value: 0)
+    private let entered = DispatchSemaphore(value: 0)
+    let hold = Atomic<Bool>(false)
+
+    init(_ inner: DataDirectory) { self.inner = inner }
+
+    func fail(_ numbers: Set<Int>) { state.withLock { $0.failing = numbers } }
+    var calls: Int { state.withLock { $0.calls } }
+    /// Changes per commit so far.
+    var batches: [Int] { state.withLock { $0.batches } }
+
+    func record(_ changes: [StateChange]) throws {
+        let fails = state.withLock { s -> Bool in
+            s.calls += 1
+            s.batches.append(changes.count)
+            return s.failing.contains(s.calls)
+        }
+        if hold.load(ordering: .acquiring) {
+            entered.signal()
+            gate.wait()
+        }
+        if fails { throw Injected() }
+        try inner.record(changes)
+    }
+
+    /// Waits until a held commit has started (its batch is taken).
+    func waitUntilHeld() { entered.wait() }
+    func release() { gate.signal() }
+}
+
+/// Store transactions against injected journal failures: after every request — whether its commit failed or not —
+/// a fresh emulator restored from what the journal holds durably equals the running one.
+final class TransactionFailureTests: XCTestCase {
+    var dir = ""
+
+    override func setUp() {
+        var template = Array("/tmp/phone-auth-txn-XXXXXX".utf8CString)
+        dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    override func tearDown() {
+        _ = dir.withCString { p in system("rm -rf '\(String(cString: p))'") }
+    }
+
+    static var configs: [String: ProjectConfig] {
+        var config = ProjectConfig()
+        config.testPhoneNumbers = ["+16505554567": "123456"]
+        return ["p": config]
+    }
+
+    func makeApp(_ journal: (any StateJournal)?, clock: EmulatorClock) -> PhoneAuthApp {
+        let emulator = Emulator(defaultProjectId: "p", projectConfigs: Self.configs, clock: clock, random: SeededRandom(seed: 7),
+                                logger: Logger(label: "t", level: .critical), journal: journal)
+        return PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: .none, initialKey: nil), signingPool: nil,
+                            logger: Logger(label: "t", level: .critical))
+    }
+
+    // MARK: calling the app
+
+    /// Starts a request; `wait()` returns its answer (delivered at once or later, when its commit is decided).
+    final class Pending: @unchecked Sendable {
+        let done = DispatchSemaphore(value: 0)
+        let answer = Locked<HTTPResponse?>(nil)
+        func wait() -> (Int, JSON) {
+            guard done.wait(timeout: .now() + 60) == .success else { XCTFail("no answer"); return (0, .null) }
+            let r = answer.withLock { $0 }!
+            return (r.status, r.body.isEmpty ? .null : ((try? JSONParser.parse(r.body)) ?? .null))
+        }
+    }
+
+    func start(_ app: PhoneAuthApp, _ method: String, _ target: String, _ body: String = "", admin: Bool = false) -> Pending {
+        var h = HTTPHeaders()
+        h.add("Host", "127.0.0.1")
+        h.add("Content-Type", "application/json")
+        if admin { h.add("Authorization", "Bearer owner") }
+        let p = Pending()
+        let req = HTTPRequest(method: method, target: target, headers: h, body: Array(body.utf8))
+        if let r = app.respond(to: req, deliver: { r in
+            p.answer.withLock { $0 = r }
+            p.done.signal()
+        }) {
+            p.answer.withLock { $0 = r }
+            p.done.signal()
+        }
+        return p
+    }
+
+    func call(_ app: PhoneAuthApp, _ method: String, _ target: String, _ body: String = "", admin: Bool = false) -> (Int, JSON) {
+        start(app, method, target, body, admin: admin).wait()
+    }
+
+    // MARK: comparing memory with disk
+
+    struct StoreView: Equatable, CustomStringConvertible {
+        var users: [UserRecord]
+        var sessions: [VerificationSession]
+        var config: ProjectConfig
+        var tenant: TenantSettings?
+        var description: String { "users \(users.map(\.localId)), sessions \(sessions.map(\.sessionInfo)), tenant \(String(describing: tenant?.displayName))" }
+    }
+
+    static func view(_ e: Emulator, _ key: StoreKey) -> StoreView {
+        guard let box = e.existingStore(key) else {
+            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings())
+        }
+        return box.read { s in
+            StoreView(users: s.users.values.sorted { $0.localId < $1.localId }, sessions: s.pendingSessions(), config: s.config, tenant: s.tenant)
+        }
+    }
+
+    /// What the journal holds, replayed into a fresh emulator (a restart).
+    func restarted(_ journal: FlakyJournal, clock: EmulatorClock) throws -> Emulator {
+        let snap = try journal.inner.loadSnapshot()
+        let e = Emulator(defaultProjectId: "p", projectConfigs: Self.configs, clock: clock, random: SeededRandom(seed: 1),
+                         logger: Logger(label: "t", level: .critical))
+        e.restore(snap.stores, refreshTokens: snap.refreshTokens)
+        return e
+    }
+
+    func assertMemoryEqualsDisk(_ app: PhoneAuthApp, _ journal: FlakyJournal, clock: EmulatorClock, _ step: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let memory = app.emulator
+        let disk = try restarted(journal, clock: clock)
+        let keys = Set(memory.storeKeys).union(disk.storeKeys)
+        for key in keys.sorted(by: { $0.description < $1.description }) {
+            let m = Self.view(memory, key), d = Self.view(disk, key)
+            XCTAssertEqual(m, d, "\(step): store \(key) differs from what a restart restores", file: file, line: line)
+        }
+        XCTAssertEqual(memory.allRefreshTokens, disk.allRefreshTokens, "\(step): refresh tokens differ", file: file, line: line)
+    }
+
+    // MARK: the scripted mix
+
+    /// Runs every kind of write once, in order, returning each step's name and status. `check` runs after each step.
+    func script(_ app: PhoneAuthApp, check: (String, Int) throws -> Void) rethrows {
+        let itk = "/identitytoolkit.googleapis.com/v1/accounts:"
+        var sessionInfo: String? = nil
+        func step(_ name: String, _ method: String, _ target: String, _ body: String = "", admin: Bool = false) throws -> JSON {
+            let (status, json) = call(app, method, target, body, admin: admin)
+            if status == 500 {
+                XCTAssertEqual(json["error"]?["status"], "INTERNAL", name)
+                XCTAssertEqual(json["error"]?["code"], 500, name)
+            }
+            try check(name, status)
+            return json
+        }
+        sessionInfo = try step("send (fictional)", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)["sessionInfo"]?.stringValue
+        let signedIn = try step("sign-in", "POST", itk + "signInWithPhoneNumber?key=k", #"{"sessionInfo":"\#(sessionInfo ?? "x")","code":"123456"}"#)
+        let phoneUser = signedIn["localId"]?.stringValue ?? "none"
+        let refresh = signedIn["refreshToken"]?.stringValue ?? "none"
+        let real = try step("send (real number)", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+15551230001"}"#)
+        _ = try step("wrong code (an attempt consumed)", "POST", itk + "signInWithPhoneNumber?key=k",
+                     #"{"sessionInfo":"\#(real["sessionInfo"]?.stringValue ?? "x")","code":"000000"}"#)
+        _ = try step("refresh", "POST", "/securetoken.googleapis.com/v1/token?key=k", #"{"grant_type":"refresh_token","refresh_token":"\#(refresh)"}"#)
+        let anon = try step("signUp (anonymous)", "POST", itk + "signUp?key=k", "{}")["localId"]?.stringValue ?? "none"
+        _ = try step("signUp (password)", "POST", itk + "signUp?key=k", #"{"email":"a@example.com","password":"secret1"}"#)
+        _ = try step("admin create", "POST", "/identitytoolkit.googleapis.com/v1/projects/p/accounts", #"{"localId":"admin1","displayName":"One"}"#, admin: true)
+        _ = try step("update", "POST", itk + "update?key=k", #"{"localId":"\#(phoneUser)","displayName":"Phone"}"#, admin: true)
+        _ = try step("disable", "POST", itk + "update?key=k", #"{"localId":"admin1","disableUser":true}"#, admin: true)
+        _ = try step("delete", "POST", itk + "delete?key=k", #"{"localId":"\#(anon)"}"#, admin: true)
+        _ = try step("import (overwrite + new)", "POST", "/identitytoolkit.googleapis.com/v1/projects/p/accounts:batchCreate",
+                     #"{"allowOverwrite":true,"users":[{"localId":"admin1","displayName":"Replaced"},{"localId":"imp2","phoneNumber":"+15557770002"},{"localId":"imp3","email":"bad"}]}"#,
+                     admin: true)
+        _ = try step("batchDelete", "POST", "/identitytoolkit.googleapis.com/v1/projects/p/accounts:batchDelete",
+                     #"{"localIds":["imp2","\#(phoneUser)"],"force":true}"#, admin: true)
+        _ = try step("config patch (emulator API)", "PATCH", "/emulator/v1/projects/p/config", #"{"phoneAuth":{"maxCodeAttempts":3}}"#)
+        _ = try step("config patch (admin v2)", "PATCH", "/identitytoolkit.googleapis.com/v2/projects/p/config?updateMask=signIn.phoneNumber.testPhoneNumbers",
+                     #"{"signIn":{"phoneNumber":{"testPhoneNumbers":{"+16505554567":"123456","+16505550000":"654321"}}}}"#, admin: true)
+        let tenant = try step("tenant create", "POST", "/identitytoolkit.googleapis.com/v2/projects/p/tenants", #"{"displayName":"Team-A"}"#, admin: true)
+        let tid = tenant["name"]?.stringValue?.split(separator: "/").last.map(String.init) ?? "none"
+        _ = try step("tenant patch", "PATCH", "/identitytoolkit.googleapis.com/v2/projects/p/tenants/\(tid)?updateMask=displayName,testPhoneNumbers",
+                     #"{"displayName":"Team-B","testPhoneNumbers":{"+16505551111":"111111"}}"#, admin: true)
+        let ts = try step("tenant send", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505551111","tenantId":"\#(tid)"}"#)
+        _ = try step("tenant sign-in", "POST", itk + "signInWithPhoneNumber?key=k",
+                     #"{"sessionInfo":"\#(ts["sessionInfo"]?.stringValue ?? "x")","code":"111111","tenantId":"\#(tid)"}"#)
+        _ = try step("clear codes", "DELETE", "/emulator/v1/projects/p/verificationCodes")
+        _ = try step("tenant delete", "DELETE", "/identitytoolkit.googleapis.com/v2/projects/p/tenants/\(tid)", admin: true)
+        _ = try step("send again", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        _ = try step("wipe", "DELETE", "/emulator/v1/projects/p/accounts")
+    }
+
+    /// For every N, a run whose Nth journal commit fails: after each step, memory equals a restart from disk; the
+    /// failed step answered 500 in the Google envelope; every other step answered as it would have.
+    func testEveryInjectedFailureLeavesMemoryEqualToDisk() throws {
+        let clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+        // A clean run first: the statuses every step answers when nothing fails, and how many commits there are.
+        var expected: [String: Int] = [:]
+        var commits = 0
+        do {
+            let journal = FlakyJournal(try DataDirectory(path: dir + "/clean"))
+            let app = makeApp(journal, clock: clock)
+            try script(app) { name, status in
+                expected[name] = status
+                try assertMemoryEqualsDisk(app, journal, clock: clock, "clean: " + name)
+            }
+            commits = journal.calls
+            journal.inner.close()
+        }
+        XCTAssertGreaterThan(commits, 15)
+        XCTAssertEqual(expected.values.filter { $0 == 500 }.count, 0)
+        XCTAssertEqual(expected["sign-in"], 200)
+        XCTAssertEqual(expected["tenant sign-in"], 200)
+        XCTAssertEqual(expected["wrong code (an attempt consumed)"], 400)
+        for n in 1...commits {
+            let journal = FlakyJournal(try DataDirectory(path: dir + "/fail-\(n)"))
+            journal.fail([n])
+            let app = makeApp(journal, clock: clock)
+            var failures = 0
+            try script(app) { name, status in
+                if status == 500 { failures += 1 }
+                try assertMemoryEqualsDisk(app, journal, clock: clock, "commit \(n) failing, after \(name)")
+            }
+            XCTAssertEqual(failures, 1, "commit \(n) failing: exactly one request answered 500")
+            journal.inner.close()
+        }
+    }
+
+    /// Transactions queued behind a commit that fails: those of the same store (which may have read its state) are
+    /// rolled back with it and answer 500; another store's commit normally. Memory equals disk afterwards.
+    func testAFailedCommitRollsBackTheTransactionsThatFollowedItInTheSameStore() throws {
+        let clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+        let journal = FlakyJournal(try DataDirectory(path: dir + "/cascade"))
+        let app = makeApp(journal, clock: clock)
+        let itk = "/identitytoolkit.googleapis.com/v1/accounts:"
+        let (s0, first) = call(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        XCTAssertEqual(s0, 200)
+        journal.hold.store(true, ordering: .releasing)
+        journal.fail([2])
+        // Commit 2 holds the sign-in alone; behind it queue a read of its state, a send in the same store and one in
+        // another project.
+        let signIn = start(app, "POST", itk + "signInWithPhoneNumber?key=k", #"{"sessionInfo":"\#(first["sessionInfo"]!.stringValue!)","code":"123456"}"#)
+        journal.waitUntilHeld()
+        let read = start(app, "POST", "/identitytoolkit.googleapis.com/v1/projects/p/accounts:query", "{}", admin: true)
+        let sameStore = start(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        let otherProject = start(app, "PATCH", "/emulator/v1/projects/other/config", #"{"phoneAuth":{"codeLength":8}}"#)
+        journal.hold.store(false, ordering: .releasing)
+        journal.release()
+        XCTAssertEqual(signIn.wait().0, 500)
+        XCTAssertEqual(read.wait().0, 500, "a read of rolled-back state is not answered with it")
+        XCTAssertEqual(sameStore.wait().0, 500, "a later transaction of the same store is rolled back with the failed one")
+        XCTAssertEqual(otherProject.wait().0, 200)
+        XCTAssertEqual(journal.batches.count, 3, "the queued transactions were committed together: \(journal.batches)")
+        try assertMemoryEqualsDisk(app, journal, clock: clock, "after the cascade")
+        XCTAssertEqual(app.emulator.store(StoreKey(projectId: "p")).read { $0.users.count }, 0)
+        XCTAssertEqual(app.emulator.config(StoreKey(projectId: "other")).phoneAuth.codeLength, 8)
+        // The session was not consumed: signing in again works now that the journal does.
+        let (s1, again) = call(app, "POST", itk + "signInWithPhoneNumber?key=k", #"{"sessionInfo":"\#(first["sessionInfo"]!.stringValue!)","code":"123456"}"#)
+        XCTAssertEqual(s1, 200, again.serializedString)
+        try assertMemoryEqualsDisk(app, journal, clock: clock, "after a retry")
+    }
+
+    /// Concurrent writes to one project share commits (the project lock is not held while the disk is written).
+    func testGroupCommitBatchesWritesOfOneProject() throws {
+        let clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+        let journal = FlakyJournal(try DataDirectory(path: dir + "/group"))
+        let app = makeApp(journal, clock: clock)
+        journal.hold.store(true, ordering: .releasing)
+        let itk = "/identitytoolkit.googleapis.com/v1/accounts:"
+        let firstSend = start(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        journal.waitUntilHeld()
+        let queued = (0..<20).map { _ in start(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#) }
+        journal.hold.store(false, ordering: .releasing)
+        journal.release()
+        XCTAssertEqual(firstSend.wait().0, 200)
+        for q in queued { XCTAssertEqual(q.wait().0, 200) }
+        XCTAssertEqual(journal.batches, [1, 20], "twenty sends of one project in one commit")
+        try assertMemoryEqualsDisk(app, journal, clock: clock, "after the group commit")
+    }
+
+    /// Outside a request (start-up import, direct calls) a failed commit throws and leaves memory as it was.
+    func testADirectCallThrowsAndRollsBack() throws {
+        let journal = FlakyJournal(try DataDirectory(path: dir + "/direct"))
+        let clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+        let app = makeApp(journal, clock: clock)
+        let key = StoreKey(projectId: "p")
+        _ = try app.emulator.createUser(key, localId: "keep", changes: UserChanges())
+        journal.fail([2])
+        var c = UserChanges()
+        c.displayName = .set("changed")
+        XCTAssertThrowsError(try app.emulator.updateUser(key, localId: "keep", changes: c)) { XCTAssertEqual(($0 as? AuthError)?.httpStatus, 500) }
+        XCTAssertNil(app.emulator.store(key).read { $0.users["keep"]?.displayName })
+        try assertMemoryEqualsDisk(app, journal, clock: clock, "after a failed direct update")
+    }
+}
