@@ -208,6 +208,7 @@ struct ConnectionState {
             inFlight = nil
             closeHooks.removeAll()
             let keepAlive = f.keepAlive && !response.closeConnection && !stopping
+            startWriteClock()
             response.serialize(into: &output, keepAlive: keepAlive, versionMinor: f.versionMinor, headOnly: f.head)
             if !keepAlive { closeAfterFlush = true }
             advance(&actions)
@@ -292,8 +293,15 @@ struct ConnectionState {
         requestStartedAt = nil
         var r = config.renderError(e)
         r.closeConnection = true
+        startWriteClock()
         r.serialize(into: &output, keepAlive: false, versionMinor: 1, headOnly: false)
         closeAfterFlush = true
+    }
+
+    /// The write timeout counts from when there is something to write: an answer that comes long after the last one
+    /// (a long poll) is not charged for the time the output sat empty.
+    private mutating func startWriteClock() {
+        if pendingOutput == 0 { lastWriteProgress = clock }
     }
 
     private mutating func compactInput() {

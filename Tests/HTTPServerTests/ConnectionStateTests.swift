@@ -322,6 +322,23 @@ final class ConnectionStateTests: XCTestCase {
         XCTAssertTrue(h.closed, "no progress for more than the write timeout")
     }
 
+    func testWriteClockStartsWhenALateAnswerIsQueued() {
+        // A long poll answered after the write timeout, into a socket buffer the client has not drained yet, is not
+        // dropped at the next tick: the clock counts from when there was something to write.
+        var h = Harness()
+        h.responder = { _ in nil }
+        h.receive("GET /poll HTTP/1.1\r\n\r\n")
+        h.advance(seconds: 120)
+        h.room = 0
+        h.respond(1, response("late"))
+        XCTAssertEqual(h.interest, [.read, .write])
+        h.advance(seconds: 1)
+        h.tick()
+        XCTAssertFalse(h.closed)
+        h.clientReads(1000)
+        XCTAssertTrue(h.text.hasSuffix("late"))
+    }
+
     func testIncompleteRequestGets408AfterTheRequestTimeout() {
         var policy = ConnectionPolicy()
         policy.requestTimeoutSeconds = 15
