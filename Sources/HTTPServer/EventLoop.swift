@@ -5,47 +5,21 @@ import Synchronization
 import Glibc
 #endif
 
-/// Per-connection state, owned by one event loop thread.
+/// One connection on one event loop thread: its socket and its `ConnectionState`.
 final class Connection {
     let fd: Int32
     let id: UInt64
-    let remote: String
     /// What the per-peer connection cap counts this connection against.
     let peer: PeerAddress
-    var input: [UInt8] = []
-    var inputStart = 0
-    var parser: HTTPRequestParser
-    var output: [UInt8] = []
-    var outputStart = 0
-    var awaiting = false
-    var inFlightKeepAlive = true
-    var inFlightVersionMinor = 1
-    var inFlightHead = false
-    var closeWhenFlushed = false
-    var readClosed = false
-    var lingering = false
-    var requestStartedAt: UInt64? = nil
-    var lastActivity: UInt64
-    var lastWriteProgress: UInt64
-    var mask: UInt32 = 0
+    var state: ConnectionState
     var registered = false
-    /// Requests dispatched so far; the in-flight one is number `requestNumber`.
-    var requestNumber: UInt64 = 0
-    /// What to run if the client goes away before the in-flight request is answered (`ResponseContext.onClose`).
-    var closeHooks: [@Sendable () -> Void] = []
 
-    init(fd: Int32, id: UInt64, remote: String, peer: PeerAddress, limits: HTTPLimits, now: UInt64) {
+    init(fd: Int32, id: UInt64, peer: PeerAddress, state: ConnectionState) {
         self.fd = fd
         self.id = id
-        self.remote = remote
         self.peer = peer
-        self.parser = HTTPRequestParser(limits: limits)
-        self.lastActivity = now
-        self.lastWriteProgress = now
+        self.state = state
     }
-
-    var unreadInput: Int { input.count - inputStart }
-    var pendingOutput: Int { output.count - outputStart }
 }
 
 /// Timeouts and buffer bounds for connections.
@@ -59,11 +33,29 @@ public struct ConnectionPolicy: Sendable {
     /// How long a closing connection drains the client's remaining bytes (so the error response is not lost to RST).
     public var lingerSeconds: Double = 2
     public var limits = HTTPLimits()
+    /// The response for an HTTP-level failure (400, 408, 411, 413, 431, 505); the connection closes after it.
+    public var renderError: @Sendable (HTTPParseError) -> HTTPResponse = ConnectionPolicy.defaultErrorResponse
     public init() {}
+
+    /// A JSON error in Google's envelope (the shape every Google API answers with).
+    public static let defaultErrorResponse: @Sendable (HTTPParseError) -> HTTPResponse = { e in
+        let body = JSON.object([
+            "error": .object([
+                "code": .int(e.status), "message": .string(e.message),
+                "errors": [.object(["message": .string(e.message), "domain": "global", "reason": "badRequest"])],
+                "status": .string(e.status == 408 ? "DEADLINE_EXCEEDED" : e.status == 413 || e.status == 431 ? "OUT_OF_RANGE" : "INVALID_ARGUMENT"),
+            ])
+        ]).serialized()
+        return HTTPResponse(status: e.status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body, closeConnection: true)
+    }
 }
 
-/// One epoll loop on its own thread. All connection state is touched only by that thread; `enqueueCompletion` and
-/// `requestStop` are the only entry points from other threads.
+/// One epoll loop on its own thread. All connection state is touched only by that thread; `enqueueCompletion`,
+/// `enqueueCloseHook` and `requestStop` are the only entry points from other threads.
+///
+/// The loop performs system calls and nothing else: each connection's `ConnectionState` decides (parsing,
+/// pipelining, backpressure, limits, timeouts) from the events the loop feeds it, with one clock reading per
+/// iteration.
 final class EventLoop: @unchecked Sendable {
     private static let listenerTag: UInt64 = 0
     private static let wakeTag: UInt64 = 1
@@ -72,9 +64,8 @@ final class EventLoop: @unchecked Sendable {
     private let wakeFD: Int32
     private let listenFD: Int32
     private let responder: any HTTPResponder
-    private let policy: ConnectionPolicy
+    private let config: ConnectionState.Config
     private let logger: Logger
-    private let index: Int
     private let admission: ConnectionAdmission
 
     private var connections: [UInt64: Connection] = [:]
@@ -84,13 +75,15 @@ final class EventLoop: @unchecked Sendable {
     private var stoppingSince: UInt64? = nil
     /// Work handed to the loop by other threads, in order: answers and close hooks for deferred requests.
     private enum Handoff {
-        case response(UInt64, HTTPResponse)
+        case response(UInt64, UInt64, HTTPResponse)
         case closeHook(UInt64, UInt64, @Sendable () -> Void)
     }
     private let completions = Locked<[Handoff]>([])
     private let stopRequested = Atomic<Bool>(false)
     private let connectionCount = Atomic<Int>(0)
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
+    /// Reused for every event's actions (the loop is not reentrant).
+    private var actions: [ConnectionAction] = []
 
     var openConnections: Int { connectionCount.load(ordering: .relaxed) }
     #if DEBUG
@@ -98,14 +91,14 @@ final class EventLoop: @unchecked Sendable {
     let connectionEvents = Atomic<Int>(0)
     #endif
 
-    init(index: Int, listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
+    init(listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
          admission: ConnectionAdmission) throws {
-        self.index = index
         self.admission = admission
         self.listenFD = listenFD
         self.responder = responder
-        self.policy = policy
+        self.config = ConnectionState.Config(policy)
         self.logger = logger
+        actions.reserveCapacity(8)
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epfd >= 0 else { throw SystemError("epoll_create1", errno: csys_errno()) }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -140,8 +133,8 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: cross-thread entry points
 
-    func enqueueCompletion(_ id: UInt64, _ response: HTTPResponse) {
-        completions.withLock { $0.append(.response(id, response)) }
+    func enqueueCompletion(_ id: UInt64, _ requestNumber: UInt64, _ response: HTTPResponse) {
+        completions.withLock { $0.append(.response(id, requestNumber, response)) }
         wake()
     }
 
@@ -171,6 +164,7 @@ final class EventLoop: @unchecked Sendable {
                 logger.error("epoll_wait failed", [("errno", String(csys_errno()))])
                 break
             }
+            // The one clock reading of this iteration: every stamp and every timeout check below uses it.
             let now = monotonicNanos()
             if n > 0 {
                 for k in 0..<Int(n) {
@@ -178,7 +172,7 @@ final class EventLoop: @unchecked Sendable {
                     let tag = ev.data.u64
                     switch tag {
                     case EventLoop.listenerTag: acceptAll(now: now)
-                    case EventLoop.wakeTag: drainWake()
+                    case EventLoop.wakeTag: drainWake(now: now)
                     default:
                         guard let c = connections[tag] else { continue }
                         #if DEBUG
@@ -190,15 +184,13 @@ final class EventLoop: @unchecked Sendable {
             }
             if stopRequested.load(ordering: .acquiring), stoppingSince == nil { beginStopping(now: now) }
             if now &- lastSweep >= 250_000_000 {
-                // A fresh clock: handling the events above stamped connections with times later than `now`, and
-                // `now &- stamp` would wrap into a spurious request/write timeout (408 or a reset mid-pipeline).
-                sweep(now: monotonicNanos())
+                sweep(now: now)
                 lastSweep = now
             }
             if let since = stoppingSince {
                 if connections.isEmpty { break }
                 if now &- since > 10_000_000_000 {
-                    for c in Array(connections.values) { closeConnection(c) }
+                    for c in Array(connections.values) { drive(c, .hangup, now: now) }
                     break
                 }
             }
@@ -208,24 +200,20 @@ final class EventLoop: @unchecked Sendable {
     private func beginStopping(now: UInt64) {
         stoppingSince = now
         removeListener()
-        for c in Array(connections.values) where isIdle(c) { closeConnection(c) }
-    }
-
-    private func isIdle(_ c: Connection) -> Bool {
-        !c.awaiting && c.unreadInput == 0 && c.pendingOutput == 0 && !c.parser.isMidRequest
+        for c in Array(connections.values) { drive(c, .stop, now: now) }
     }
 
     private func acceptAll(now: UInt64) {
         guard stoppingSince == nil else { return }
         while true {
             var addr = sockaddr_storage()
-            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let fd = withUnsafeMutablePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { csys_accept_nonblocking(listenFD, $0, &len) }
-            }
-            if fd < 0 {
-                let e = csys_errno()
-                if e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED { return }
+            let fd: Int32
+            switch Posix.accept(listenFD, &addr) {
+            case .accepted(let accepted):
+                fd = accepted
+            case .wouldBlock:
+                return
+            case .failed(let e):
                 if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
                     // Out of descriptors: stop polling the listener briefly instead of spinning.
                     if let held = admission.pausedWarning.shouldLog(now: now) {
@@ -233,7 +221,6 @@ final class EventLoop: @unchecked Sendable {
                     }
                     removeListener()
                     listenerPausedUntil = now &+ 100_000_000
-                    return
                 }
                 return
             }
@@ -247,10 +234,10 @@ final class EventLoop: @unchecked Sendable {
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let id = nextID
             nextID += 1
-            let c = Connection(fd: fd, id: id, remote: Self.describe(&addr), peer: peer, limits: policy.limits, now: now)
+            let c = Connection(fd: fd, id: id, peer: peer, state: ConnectionState(config: config, remote: Self.describe(&addr), now: now))
             connections[id] = c
             connectionCount.wrappingAdd(1, ordering: .relaxed)
-            updateInterest(c)
+            drive(c, .opened, now: now)
         }
     }
 
@@ -262,7 +249,7 @@ final class EventLoop: @unchecked Sendable {
     /// Over a connection cap: a best-effort 503 (one non-blocking send) and close, so the client fails fast instead of
     /// waiting in the backlog.
     private func refuse(_ fd: Int32, _ peer: PeerAddress, _ verdict: ConnectionAdmission.Verdict, now: UInt64) {
-        _ = Self.refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+        _ = Self.refusal.withUnsafeBytes { Posix.send(fd, $0) }
         shutdown(fd, Int32(SHUT_WR))
         close(fd)
         if let held = admission.refusedWarning.shouldLog(now: now) {
@@ -297,7 +284,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func drainWake() {
+    private func drainWake(now: UInt64) {
         var v: UInt64 = 0
         _ = withUnsafeMutableBytes(of: &v) { read(wakeFD, $0.baseAddress, 8) }
         let done = completions.withLock { q -> [Handoff] in
@@ -307,175 +294,101 @@ final class EventLoop: @unchecked Sendable {
         }
         for item in done {
             switch item {
-            case .response(let id, let response):
-                guard let c = connections[id], c.awaiting else { continue }
-                finishRequest(c, response)
-                process(c)
+            case .response(let id, let number, let response):
+                guard let c = connections[id] else { continue }
+                drive(c, .responded(number, response, now: now), now: now)
             case .closeHook(let id, let number, let hook):
                 guard let c = connections[id] else { hook(); continue }  // already gone
-                guard c.awaiting, c.requestNumber == number else { continue }  // already answered
-                c.closeHooks.append(hook)
-                if c.readClosed { closeConnection(c) }  // the peer left before the hook arrived
+                drive(c, .closeHook(number, hook), now: now)
             }
         }
     }
 
     private func handle(_ c: Connection, events: UInt32, now: UInt64) {
-        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-            readAvailable(c, now: now)
-            guard connections[c.id] != nil else { return }
+        // EPOLLHUP: both directions are shut (a reset, or our half-close answered by the peer's FIN); EPOLLERR: a
+        // socket error. Either way nothing more can be sent: close (running close hooks). Both are reported whatever
+        // the mask, so leaving them pending would spin the loop.
+        if events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { return drive(c, .hangup, now: now) }
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
+            readAvailable(c, peerClosed: events & EPOLLRDHUP.rawValue != 0, now: now)
+            if c.state.closed { return }
         }
-        if events & EPOLLOUT.rawValue != 0 {
-            flush(c, now: now)
-            guard connections[c.id] != nil else { return }
-            if !c.awaiting { process(c) }
-        }
+        if events & EPOLLOUT.rawValue != 0 { drive(c, .writable, now: now) }
     }
 
-    private func readAvailable(_ c: Connection, now: UInt64) {
-        var gotData = false
-        while true {
-            if !c.lingering && c.unreadInput > policy.limits.maxHeadBytes + policy.limits.maxBodyBytes + 65536 { break }
-            let n = readBuffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
-            if n > 0 {
-                c.lastActivity = now
-                if c.lingering { continue }  // discard what a closing client still sends
-                if c.unreadInput == 0 && c.requestStartedAt == nil && !c.awaiting { c.requestStartedAt = now }
-                c.input.append(contentsOf: readBuffer[0..<n])
-                gotData = true
-                if n < readBuffer.count { break }
-                continue
-            }
-            if n == 0 {
-                c.readClosed = true
-                if c.lingering { closeConnection(c); return }
-                // A deferred request that asked to know (a long poll): its client is gone.
-                if c.awaiting && !c.closeHooks.isEmpty { closeConnection(c); return }
-                break
-            }
-            let e = csys_errno()
-            if e == EINTR { continue }
-            if e == EAGAIN || e == EWOULDBLOCK { break }
-            closeConnection(c)
-            return
-        }
-        if gotData || c.readClosed { process(c) }
-    }
-
-    /// Parses and dispatches as many requests as the connection may have in flight (one at a time).
-    private func process(_ c: Connection) {
-        guard connections[c.id] != nil else { return }
-        while !c.awaiting && !c.closeWhenFlushed && c.pendingOutput < 1 << 20 && c.unreadInput > 0 {
-            switch c.parser.parse(c.input, from: c.inputStart, remoteAddress: c.remote) {
-            case .needMore:
-                break
-            case .request(let req, let consumed):
-                c.inputStart += consumed
-                c.requestStartedAt = c.unreadInput > 0 ? monotonicNanos() : nil
-                dispatch(c, req)
-                continue
-            case .failure(let e):
-                c.inputStart = c.input.count
-                respondWithError(c, e)
-            }
-            break
-        }
-        if c.inputStart == c.input.count {
-            c.input.removeAll(keepingCapacity: c.input.capacity <= 65536)
-            c.inputStart = 0
-        } else if c.inputStart > 65536 {
-            c.input.removeFirst(c.inputStart)
-            c.inputStart = 0
-        }
-        flush(c, now: monotonicNanos())
-    }
-
-    private func dispatch(_ c: Connection, _ req: HTTPRequest) {
-        c.awaiting = true
-        c.requestNumber &+= 1
-        c.inFlightKeepAlive = req.keepAlive && stoppingSince == nil
-        c.inFlightVersionMinor = req.versionMinor
-        c.inFlightHead = req.method == "HEAD"
-        if let response = responder.respond(to: req, context: ResponseContext(loop: self, connectionID: c.id, requestNumber: c.requestNumber)) {
-            finishRequest(c, response)
-        }
-    }
-
-    private func finishRequest(_ c: Connection, _ response: HTTPResponse) {
-        c.awaiting = false
-        if !c.closeHooks.isEmpty { c.closeHooks.removeAll() }
-        let keepAlive = c.inFlightKeepAlive && !response.closeConnection && stoppingSince == nil
-        response.serialize(into: &c.output, keepAlive: keepAlive, versionMinor: c.inFlightVersionMinor, headOnly: c.inFlightHead)
-        if !keepAlive { c.closeWhenFlushed = true }
-    }
-
-    private func respondWithError(_ c: Connection, _ e: HTTPParseError) {
-        let body = JSON.object([
-            "error": .object([
-                "code": .int(e.status), "message": .string(e.message),
-                "errors": [.object(["message": .string(e.message), "domain": "global", "reason": "badRequest"])],
-                "status": .string(e.status == 408 ? "DEADLINE_EXCEEDED" : e.status == 413 || e.status == 431 ? "OUT_OF_RANGE" : "INVALID_ARGUMENT"),
-            ])
-        ]).serialized()
-        let r = HTTPResponse(status: e.status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body, closeConnection: true)
-        r.serialize(into: &c.output, keepAlive: false, versionMinor: 1, headOnly: false)
-        c.closeWhenFlushed = true
-        c.awaiting = false
-    }
-
-    private func flush(_ c: Connection, now: UInt64) {
-        while c.pendingOutput > 0 {
-            let n = c.output.withUnsafeBytes { buf in
-                send(c.fd, buf.baseAddress! + c.outputStart, c.pendingOutput, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
-                c.outputStart += n
-                c.lastWriteProgress = now
-                continue
-            }
-            let e = csys_errno()
-            if n < 0 && e == EINTR { continue }
-            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) { break }
-            closeConnection(c)
-            return
-        }
-        if c.pendingOutput == 0 {
-            c.output.removeAll(keepingCapacity: c.output.capacity <= 65536)
-            c.outputStart = 0
-            c.lastWriteProgress = now
-            if c.closeWhenFlushed && !c.lingering {
-                if c.readClosed { closeConnection(c); return }
-                // Lingering close: stop sending, drain what the client still sends, then close.
-                shutdown(c.fd, Int32(SHUT_WR))
-                c.lingering = true
-                c.lastActivity = now
-            } else if c.readClosed && !c.awaiting && !c.lingering {
-                closeConnection(c)
+    /// Reads while the state wants input. A short read usually means the socket is drained; after EPOLLRDHUP the
+    /// loop reads on to the end of the stream so the state learns of the FIN now, not on the next wakeup.
+    private func readAvailable(_ c: Connection, peerClosed: Bool, now: UInt64) {
+        while c.state.wantsInput {
+            let r = readBuffer.withUnsafeMutableBytes { Posix.receive(c.fd, into: $0) }
+            switch r {
+            case .bytes(let n):
+                drive(c, .received(readBuffer[0..<n], now: now), now: now)
+                if n < readBuffer.count && !peerClosed { return }
+            case .wouldBlock:
                 return
-            } else if stoppingSince != nil && isIdle(c) {
-                closeConnection(c)
-                return
+            case .endOfStream:
+                return drive(c, .endOfInput, now: now)
+            case .failed:
+                return drive(c, .hangup, now: now)
             }
-        } else if c.outputStart > 1 << 20 {
-            c.output.removeFirst(c.outputStart)
-            c.outputStart = 0
         }
-        updateInterest(c)
     }
 
-    private func updateInterest(_ c: Connection) {
+    private func sweep(now: UInt64) {
+        if !listening && stoppingSince == nil && now >= listenerPausedUntil { try? addListener() }
+        for c in Array(connections.values) { drive(c, .tick(now: now), now: now) }
+    }
+
+    // MARK: performing actions
+
+    /// Feeds `event` to the connection and performs the actions; a `dispatch` answered at once or a `send` produces
+    /// the next event, until the state waits for the socket or the responder.
+    private func drive(_ c: Connection, _ event: ConnectionEvent, now: UInt64) {
+        var next: ConnectionEvent? = event
+        while let e = next {
+            next = nil
+            actions.removeAll(keepingCapacity: true)
+            c.state.on(e, into: &actions)
+            perform: for action in actions {
+                switch action {
+                case .interest(let interest):
+                    // Cannot poll it: close (the rest of this batch is moot).
+                    if !setInterest(c, interest) { next = .hangup; break perform }
+                case .dispatch(let request, let number):
+                    let context = ResponseContext(loop: self, connectionID: c.id, requestNumber: number)
+                    if let response = responder.respond(to: request, context: context) {
+                        next = .responded(number, response, now: now)
+                    } else {
+                        next = .deferred(number)
+                    }
+                case .send:
+                    switch c.state.withPendingOutput({ Posix.send(c.fd, $0) }) {
+                    case .bytes(let n): next = .wrote(n, now: now)
+                    case .wouldBlock, .endOfStream: next = .writeWouldBlock
+                    case .failed: next = .hangup
+                    }
+                case .shutdownWrite:
+                    shutdown(c.fd, Int32(SHUT_WR))
+                case .close:
+                    closeConnection(c)
+                case .fireCloseHooks(let hooks):
+                    for h in hooks { h() }
+                }
+            }
+        }
+    }
+
+    private func setInterest(_ c: Connection, _ interest: Interest) -> Bool {
         var mask: UInt32 = 0
-        let wantRead = !c.readClosed && (c.lingering || (!c.closeWhenFlushed && c.pendingOutput < 1 << 20
-            && c.unreadInput <= policy.limits.maxHeadBytes + policy.limits.maxBodyBytes + 65536))
         // RDHUP only while reading: once the peer's FIN has been read (or reading is paused) a level-triggered
         // RDHUP would be reported on every epoll_wait and spin the loop (a half-closed long poll did, at 100% CPU).
-        if wantRead { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        if c.pendingOutput > 0 { mask |= EPOLLOUT.rawValue }
-        guard mask != c.mask || !c.registered else { return }
+        if interest.contains(.read) { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
+        if interest.contains(.write) { mask |= EPOLLOUT.rawValue }
         let op = c.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
         c.registered = true
-        c.mask = mask
-        do { try ctl(op, c.fd, mask, tag: c.id) } catch { closeConnection(c) }
+        do { try ctl(op, c.fd, mask, tag: c.id) } catch { return false }
+        return true
     }
 
     private func closeConnection(_ c: Connection) {
@@ -485,40 +398,6 @@ final class EventLoop: @unchecked Sendable {
         close(c.fd)
         connectionCount.wrappingSubtract(1, ordering: .relaxed)
         admission.release(c.peer)
-        if !c.closeHooks.isEmpty {
-            let hooks = c.closeHooks
-            c.closeHooks = []
-            for h in hooks { h() }
-        }
-    }
-
-    private func sweep(now: UInt64) {
-        if !listening && stoppingSince == nil && now >= listenerPausedUntil { try? addListener() }
-        let requestTimeout = UInt64(policy.requestTimeoutSeconds * 1e9)
-        let idleTimeout = UInt64(policy.idleTimeoutSeconds * 1e9)
-        let writeTimeout = UInt64(policy.writeTimeoutSeconds * 1e9)
-        let linger = UInt64(policy.lingerSeconds * 1e9)
-        for c in Array(connections.values) {
-            if c.lingering {
-                if now &- c.lastActivity > linger || now &- c.lastWriteProgress > linger + writeTimeout { closeConnection(c) }
-                continue
-            }
-            if c.pendingOutput > 0 {
-                if now &- c.lastWriteProgress > writeTimeout { closeConnection(c) }
-                continue
-            }
-            if c.awaiting { continue }
-            if let started = c.requestStartedAt, c.unreadInput > 0 || c.parser.isMidRequest {
-                if now &- started > requestTimeout {
-                    logger.debug("request timed out", [("peer", c.remote)])
-                    c.inputStart = c.input.count
-                    respondWithError(c, .timeout)
-                    flush(c, now: now)
-                }
-                continue
-            }
-            if now &- c.lastActivity > idleTimeout { closeConnection(c) }
-        }
     }
 }
 

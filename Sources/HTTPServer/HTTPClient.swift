@@ -57,23 +57,21 @@ public enum HTTPClient {
         if let body { bytes += body }
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, $0.count - off, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if csys_errno() == EINTR { continue }
-                throw ClientError(description: "sending to \(host):\(port) failed: \(String(cString: strerror(csys_errno())))")
+            switch bytes.withUnsafeBytes({ Posix.send(fd, UnsafeRawBufferPointer(rebasing: $0[off...])) }) {
+            case .bytes(let n): off += n
+            case .wouldBlock, .endOfStream: throw ClientError(description: "\(host):\(port) took nothing within \(timeout) s")
+            case .failed(let e): throw ClientError(description: "sending to \(host):\(port) failed: \(String(cString: strerror(e)))")
             }
-            off += n
         }
         var data: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n > 0 { data.append(contentsOf: buf[0..<n]); continue }
-            if n == 0 { break }
-            let e = csys_errno()
-            if e == EINTR { continue }
-            if e == EAGAIN || e == EWOULDBLOCK { throw ClientError(description: "no answer from \(host):\(port) within \(timeout) s") }
-            throw ClientError(description: "reading from \(host):\(port) failed: \(String(cString: strerror(e)))")
+        reading: while true {
+            switch buf.withUnsafeMutableBytes({ Posix.receive(fd, into: $0) }) {
+            case .bytes(let n): data.append(contentsOf: buf[0..<n])
+            case .endOfStream: break reading
+            case .wouldBlock: throw ClientError(description: "no answer from \(host):\(port) within \(timeout) s")
+            case .failed(let e): throw ClientError(description: "reading from \(host):\(port) failed: \(String(cString: strerror(e)))")
+            }
         }
         return try parseResponse(data)
     }

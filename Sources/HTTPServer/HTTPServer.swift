@@ -73,8 +73,8 @@ public final class HTTPServer: Sendable {
         admission.withLock { $0 = gate }
         var loops: [EventLoop] = []
         do {
-            for i in 0..<max(1, configuration.eventLoops) {
-                loops.append(try EventLoop(index: i, listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
+            for _ in 0..<max(1, configuration.eventLoops) {
+                loops.append(try EventLoop(listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
                                            admission: gate))
             }
         } catch {

@@ -21,9 +21,9 @@ public struct ResponseContext: Sendable {
         self.requestNumber = requestNumber
     }
 
-    /// Answers the request; safe from any thread, at most once.
+    /// Answers the request; safe from any thread. Only the first answer counts.
     public func complete(_ response: HTTPResponse) {
-        loop?.enqueueCompletion(connectionID, response)
+        loop?.enqueueCompletion(connectionID, requestNumber, response)
     }
 
     /// Registers `hook` to run once if the client goes away before this request is answered: the connection

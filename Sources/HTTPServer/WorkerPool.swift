@@ -32,9 +32,6 @@ public final class WorkerPool: Sendable {
         available.signal()
     }
 
-    /// Number of jobs waiting (for metrics).
-    public var backlog: Int { queue.withLock { $0.jobs.count - $0.head } }
-
     private func work() {
         while true {
             available.wait()

@@ -7,10 +7,11 @@ import XCTest
 import Glibc
 #endif
 
-/// A responder that echoes the path, answering `/slow` later from another thread.
+/// A responder that echoes the path, answering `/slow` later from another thread; `/big` is 2 MB of "x".
 final class EchoResponder: HTTPResponder {
     let pool = WorkerPool(threads: 2)
     func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
+        if request.path == "/big" { return HTTPResponse(status: 200, body: [UInt8](repeating: 0x78, count: 2_000_000)) }
         let body = Array("\(request.method) \(request.path) \(request.body.count)".utf8)
         if request.path == "/slow" {
             pool.submit {
@@ -66,6 +67,15 @@ final class LiveServerTests: XCTestCase {
         let out = try exchange("GET /slow HTTP/1.1\r\n\r\nGET /fast HTTP/1.1\r\n\r\nPOST /slow HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /last HTTP/1.1\r\n\r\n")
         let bodies = out.components(separatedBy: "\r\n\r\n").dropFirst().map { String($0.prefix(while: { $0 != "H" })) }
         XCTAssertEqual(bodies, ["GET /slow 0", "GET /fast 0", "POST /slow 3", "GET /last 0"])
+    }
+
+    /// A client that pipelines and half-closes gets every answer: large answers (backpressure pauses parsing) no
+    /// longer make the server close with requests still unread once its output drains.
+    func testHalfClosedClientGetsEveryPipelinedAnswer() throws {
+        let out = try exchange("GET /big HTTP/1.1\r\n\r\nGET /big HTTP/1.1\r\n\r\nGET /slow HTTP/1.1\r\n\r\nGET /last HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(out.components(separatedBy: "HTTP/1.1 200 OK").count - 1, 4)
+        XCTAssertEqual(out.utf8.count(where: { $0 == 0x78 }), 4_000_000)
+        XCTAssertTrue(out.hasSuffix("GET /last 0"))
     }
 
     func testMalformedRequestGets400AndClose() throws {

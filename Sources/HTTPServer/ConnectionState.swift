@@ -1,0 +1,357 @@
+/// What happened to a connection, as the event loop tells its `ConnectionState`. Times are one monotonic reading
+/// (nanoseconds) per loop iteration, so no stamp is ever later than the `now` a timeout is checked against.
+enum ConnectionEvent: Sendable {
+    /// The connection was accepted: the state asks for its first interest.
+    case opened
+    /// `recv` returned these bytes.
+    case received(ArraySlice<UInt8>, now: UInt64)
+    /// `recv` returned 0: the peer shut its sending side (FIN; what `EPOLLRDHUP` announces).
+    case endOfInput
+    /// The socket is unusable (`EPOLLERR`, `EPOLLHUP`, a failed `recv`/`send`/`epoll_ctl`) or the server gives up on it.
+    case hangup
+    /// `EPOLLOUT`: the socket takes bytes again.
+    case writable
+    /// `send` took `n` (> 0) bytes of the pending output.
+    case wrote(Int, now: UInt64)
+    /// `send` would block: wait for `writable`.
+    case writeWouldBlock
+    /// The answer to request number `k` (from the responder, on the loop or handed over from another thread).
+    case responded(UInt64, HTTPResponse, now: UInt64)
+    /// The responder will answer request number `k` later (it returned nil).
+    case deferred(UInt64)
+    /// A close hook for request number `k` (`ResponseContext.onClose`).
+    case closeHook(UInt64, @Sendable () -> Void)
+    /// The periodic timer: timeouts are decided against `now`.
+    case tick(now: UInt64)
+    /// The server is shutting down: finish what is in flight, keep nothing alive.
+    case stop
+}
+
+/// Which readiness the connection wants reported.
+struct Interest: OptionSet, Sendable, Hashable {
+    let rawValue: UInt8
+    static let read = Interest(rawValue: 1)
+    static let write = Interest(rawValue: 2)
+}
+
+/// What the event loop must do for a connection, in order. `dispatch` and `send` need an answer (the event their
+/// system call or the responder produced) and are always the last action of a batch.
+enum ConnectionAction: Sendable {
+    /// Register or change the epoll interest (read includes `EPOLLRDHUP`).
+    case interest(Interest)
+    /// Hand request number `k` to the responder; feed back `.responded` if it answers at once, else `.deferred`.
+    case dispatch(HTTPRequest, UInt64)
+    /// One `send` of `pendingOutput`; feed back `.wrote`, `.writeWouldBlock` or `.hangup`.
+    case send
+    /// `shutdown(SHUT_WR)`: the lingering close of a connection that answered its last response.
+    case shutdownWrite
+    /// Close the socket and forget the connection.
+    case close
+    /// Run these hooks (after `close`): the client left before its request was answered.
+    case fireCloseHooks([@Sendable () -> Void])
+}
+
+/// One connection as a value: the HTTP parser, buffers, pipelining (one request in flight, answers in order),
+/// backpressure, limits and timeouts. No I/O and no clock: the event loop feeds events and performs the actions.
+struct ConnectionState {
+    struct Config {
+        var requestTimeout: UInt64
+        var idleTimeout: UInt64
+        var writeTimeout: UInt64
+        var linger: UInt64
+        var limits: HTTPLimits
+        /// Stop reading while this much input is unread (a request in flight with more pipelined behind it).
+        var inputCap: Int
+        /// Stop parsing and reading while this much output waits for the client.
+        var outputHighWater: Int
+        var renderError: @Sendable (HTTPParseError) -> HTTPResponse
+
+        init(_ p: ConnectionPolicy) {
+            func nanos(_ s: Double) -> UInt64 { s <= 0 ? 0 : s >= 1e9 ? UInt64(1e18) : UInt64(s * 1e9) }
+            requestTimeout = nanos(p.requestTimeoutSeconds)
+            idleTimeout = nanos(p.idleTimeoutSeconds)
+            writeTimeout = nanos(p.writeTimeoutSeconds)
+            linger = nanos(p.lingerSeconds)
+            limits = p.limits
+            inputCap = p.limits.maxHeadBytes + p.limits.maxBodyBytes + 65536
+            outputHighWater = 1 << 20
+            renderError = p.renderError
+        }
+    }
+
+    private struct InFlight {
+        let number: UInt64
+        let keepAlive: Bool
+        let versionMinor: Int
+        let head: Bool
+    }
+
+    let config: Config
+    let remote: String
+
+    private var input: [UInt8] = []
+    private var inputStart = 0
+    private var parser: HTTPRequestParser
+    private var output: [UInt8] = []
+    private var outputStart = 0
+    private var inFlight: InFlight? = nil
+    /// Requests dispatched so far; the in-flight one is number `requestNumber`.
+    private(set) var requestNumber: UInt64 = 0
+    private var closeHooks: [@Sendable () -> Void] = []
+
+    /// The peer's FIN was read: nothing more will arrive.
+    private(set) var readClosed = false
+    /// The response being written is the last one.
+    private var closeAfterFlush = false
+    /// Our side is shut (last response written); what the client still sends is drained and dropped.
+    private(set) var lingering = false
+    private(set) var closed = false
+    private var stopping = false
+    /// The last `send` would block: write interest is armed until the output drains.
+    private var writeBlocked = false
+    /// The interest last asked of the loop (nil: never registered).
+    private var interest: Interest? = nil
+
+    /// The latest time seen in an event.
+    private var clock: UInt64
+    /// When the incomplete request in the input began to be awaited (nil: none).
+    private var requestStartedAt: UInt64? = nil
+    private var lastActivity: UInt64
+    private var lastWriteProgress: UInt64
+
+    init(config: Config, remote: String, now: UInt64) {
+        self.config = config
+        self.remote = remote
+        parser = HTTPRequestParser(limits: config.limits)
+        clock = now
+        lastActivity = now
+        lastWriteProgress = now
+    }
+
+    var unreadInput: Int { input.count - inputStart }
+    var pendingOutput: Int { output.count - outputStart }
+    var isAwaitingResponse: Bool { inFlight != nil }
+
+    /// Nothing in flight, buffered or half-parsed.
+    var isIdle: Bool { inFlight == nil && unreadInput == 0 && pendingOutput == 0 && !parser.isMidRequest }
+
+    /// Whether the loop should `recv` now (reading pauses under backpressure and stops after the FIN).
+    var wantsInput: Bool {
+        !closed && !readClosed
+            && (lingering || (!closeAfterFlush && pendingOutput < config.outputHighWater && unreadInput <= config.inputCap))
+    }
+
+    /// The bytes to send next (for `ConnectionAction.send`).
+    func withPendingOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputStart...])) }
+    }
+
+    /// Feeds one event; returns what the loop must do, in order.
+    mutating func on(_ event: ConnectionEvent) -> [ConnectionAction] {
+        var actions: [ConnectionAction] = []
+        on(event, into: &actions)
+        return actions
+    }
+
+    /// Feeds one event, appending the actions to `actions` (the loop reuses one buffer).
+    mutating func on(_ event: ConnectionEvent, into actions: inout [ConnectionAction]) {
+        guard !closed else {
+            // The client is gone already: a hook registered now runs at once.
+            if case .closeHook(_, let hook) = event { actions.append(.fireCloseHooks([hook])) }
+            return
+        }
+        switch event {
+        case .opened:
+            advance(&actions)
+
+        case .received(let bytes, let now):
+            see(now)
+            lastActivity = clock
+            if lingering { return }  // a closing connection drains and drops what the client still sends
+            input.append(contentsOf: bytes)
+            advance(&actions)
+
+        case .endOfInput:
+            readClosed = true
+            // A lingering close is done; a deferred request that asked to know (a long poll) has lost its client.
+            if lingering || (inFlight != nil && !closeHooks.isEmpty) { return close(&actions) }
+            advance(&actions)
+
+        case .hangup:
+            close(&actions)
+
+        case .writable:
+            writeBlocked = false
+            advance(&actions)
+
+        case .wrote(let n, let now):
+            see(now)
+            outputStart += n
+            lastWriteProgress = clock
+            if outputStart >= output.count {
+                output.removeAll(keepingCapacity: output.capacity <= 65536)
+                outputStart = 0
+                writeBlocked = false
+            } else if outputStart > 1 << 20 && outputStart * 2 > output.count {
+                output.removeFirst(outputStart)
+                outputStart = 0
+            }
+            advance(&actions)
+
+        case .writeWouldBlock:
+            writeBlocked = true
+            advance(&actions)
+
+        case .responded(let number, let response, let now):
+            see(now)
+            guard let f = inFlight, f.number == number else { return }  // stale or answered twice
+            inFlight = nil
+            closeHooks.removeAll()
+            let keepAlive = f.keepAlive && !response.closeConnection && !stopping
+            startWriteClock()
+            response.serialize(into: &output, keepAlive: keepAlive, versionMinor: f.versionMinor, headOnly: f.head)
+            if !keepAlive { closeAfterFlush = true }
+            advance(&actions)
+
+        case .deferred:
+            advance(&actions)  // send what earlier requests left pending, and wait with the right interest
+
+        case .closeHook(let number, let hook):
+            guard let f = inFlight, f.number == number else { return }  // answered already: it never runs
+            closeHooks.append(hook)
+            if readClosed { close(&actions) }  // the peer left before the hook arrived
+
+        case .tick(let now):
+            see(now)
+            timeouts(&actions)
+
+        case .stop:
+            stopping = true
+            if isIdle { close(&actions) }
+        }
+    }
+
+    // MARK: transitions
+
+    private mutating func see(_ now: UInt64) {
+        if now > clock { clock = now }
+    }
+
+    /// `clock - stamp`, never wrapping.
+    private func elapsed(since stamp: UInt64) -> UInt64 { clock > stamp ? clock - stamp : 0 }
+
+    /// Decides the next step after any change: dispatch the next request, send, finish, or wait (with the right interest).
+    private mutating func advance(_ actions: inout [ConnectionAction]) {
+        if lingering { return setInterest(&actions) }
+        if inFlight == nil && !closeAfterFlush && pendingOutput < config.outputHighWater && unreadInput > 0 {
+            switch parser.parse(input, from: inputStart, remoteAddress: remote) {
+            case .needMore:
+                break
+            case .request(let request, let consumed):
+                inputStart += consumed
+                compactInput()
+                requestNumber &+= 1
+                inFlight = InFlight(number: requestNumber, keepAlive: request.keepAlive && !stopping,
+                                    versionMinor: request.versionMinor, head: request.method == "HEAD")
+                requestStartedAt = nil
+                actions.append(.dispatch(request, requestNumber))
+                return
+            case .failure(let e):
+                fail(e)
+            }
+        }
+        compactInput()
+        // The request timer runs while an incomplete request waits for its bytes (not while one is in flight).
+        if inFlight == nil && !closeAfterFlush && (unreadInput > 0 || parser.isMidRequest) {
+            if requestStartedAt == nil { requestStartedAt = clock }
+        } else {
+            requestStartedAt = nil
+        }
+        if pendingOutput > 0 {
+            if !writeBlocked { return actions.append(.send) }
+            return setInterest(&actions)
+        }
+        if closeAfterFlush {
+            if readClosed { return close(&actions) }
+            // Lingering close: stop sending, drain what the client still sends (so it reads our answer, not a reset).
+            lingering = true
+            lastActivity = clock
+            actions.append(.shutdownWrite)
+            return setInterest(&actions)
+        }
+        // After the peer's FIN, once everything it sent is answered: what is left is an incomplete request.
+        if readClosed && inFlight == nil { return close(&actions) }
+        if stopping && isIdle { return close(&actions) }
+        setInterest(&actions)
+    }
+
+    /// Answers an HTTP-level failure and closes after it; the rest of the input is dropped.
+    private mutating func fail(_ e: HTTPParseError) {
+        input.removeAll()
+        inputStart = 0
+        parser = HTTPRequestParser(limits: config.limits)
+        requestStartedAt = nil
+        var r = config.renderError(e)
+        r.closeConnection = true
+        startWriteClock()
+        r.serialize(into: &output, keepAlive: false, versionMinor: 1, headOnly: false)
+        closeAfterFlush = true
+    }
+
+    /// The write timeout counts from when there is something to write: an answer that comes long after the last one
+    /// (a long poll) is not charged for the time the output sat empty.
+    private mutating func startWriteClock() {
+        if pendingOutput == 0 { lastWriteProgress = clock }
+    }
+
+    private mutating func compactInput() {
+        if inputStart == input.count {
+            input.removeAll(keepingCapacity: input.capacity <= 65536)
+            inputStart = 0
+        } else if inputStart > 65536 {
+            input.removeFirst(inputStart)
+            inputStart = 0
+        }
+    }
+
+    private mutating func setInterest(_ actions: inout [ConnectionAction]) {
+        var wanted: Interest = []
+        if wantsInput { wanted.insert(.read) }
+        if pendingOutput > 0 && writeBlocked { wanted.insert(.write) }
+        guard wanted != interest else { return }
+        interest = wanted
+        actions.append(.interest(wanted))
+    }
+
+    private mutating func close(_ actions: inout [ConnectionAction]) {
+        closed = true
+        actions.append(.close)
+        if !closeHooks.isEmpty {
+            actions.append(.fireCloseHooks(closeHooks))
+            closeHooks = []
+        }
+    }
+
+    private mutating func timeouts(_ actions: inout [ConnectionAction]) {
+        if lingering {
+            if elapsed(since: lastActivity) > config.linger || elapsed(since: lastWriteProgress) > config.linger + config.writeTimeout {
+                close(&actions)
+            }
+            return
+        }
+        if pendingOutput > 0 {
+            // A client that reads nothing of its answer for this long is dropped.
+            if elapsed(since: lastWriteProgress) > config.writeTimeout { close(&actions) }
+            return
+        }
+        if inFlight != nil { return }
+        if let started = requestStartedAt {
+            if elapsed(since: started) > config.requestTimeout {
+                fail(.timeout)
+                advance(&actions)
+            }
+            return
+        }
+        if elapsed(since: lastActivity) > config.idleTimeout { close(&actions) }
+    }
+}
