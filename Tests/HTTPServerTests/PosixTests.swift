@@ -1,3 +1,4 @@
+import CSystem
 @testable import HTTPServer
 import XCTest
 #if canImport(Glibc)
