@@ -352,6 +352,9 @@ struct ConnectionState {
             }
             return
         }
-        if elapsed(since: lastActivity) > config.idleTimeout { close(&actions) }
+        // A connection that has not yet sent a whole request gets the request timeout, not the keep-alive idle time:
+        // a peer that connects and says nothing must not hold a descriptor for minutes.
+        let bound = requestNumber == 0 ? min(config.idleTimeout, config.requestTimeout) : config.idleTimeout
+        if elapsed(since: lastActivity) > bound { close(&actions) }
     }
 }

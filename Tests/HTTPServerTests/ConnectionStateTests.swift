@@ -396,6 +396,21 @@ final class ConnectionStateTests: XCTestCase {
         XCTAssertEqual(h.statuses, [200, 200], "an idle close writes nothing")
     }
 
+    func testAConnectionThatNeverSendsARequestGetsTheRequestTimeoutNotTheIdleTime() {
+        // Red team F6: a peer that connects and sends nothing held a descriptor for the whole 300 s idle time.
+        var policy = ConnectionPolicy()
+        policy.idleTimeoutSeconds = 300
+        policy.requestTimeoutSeconds = 15
+        var h = Harness(policy: policy)
+        h.advance(seconds: 14)
+        h.tick()
+        XCTAssertFalse(h.closed)
+        h.advance(seconds: 2)
+        h.tick()
+        XCTAssertTrue(h.closed)
+        XCTAssertEqual(h.statuses, [], "nothing was asked: the close writes nothing")
+    }
+
     func testStampsLaterThanTheTickNeverWrapIntoTimeouts() {
         // The old loop stamped with a clock read after the iteration's `now`; `now - stamp` wrapped to ~2^64 and gave
         // pipelined requests a spurious 408 and large answers a reset.
