@@ -1,3 +1,5 @@
+import EmulatorSupport
+
 /// An HTTP-level failure, answered with its status and then the connection is closed.
 public struct HTTPParseError: Error, Sendable, Equatable {
     public let status: Int
@@ -197,7 +199,7 @@ public struct HTTPRequestParser: Sendable {
                 sawTransferEncoding = true
             } else if Self.matches(nameBytes, "connection") {
                 for token in value.lowercased().split(separator: ",") {
-                    let t = token.trimmedHTTPWhitespace()
+                    let t = token.trimmingSpaces()
                     if t == "close" { connectionClose = true }
                     if t == "keep-alive" { connectionKeepAlive = true }
                 }
@@ -212,15 +214,5 @@ public struct HTTPRequestParser: Sendable {
         let req = HTTPRequest(method: method, target: target, versionMinor: minor, headers: headers, body: [],
                               remoteAddress: remoteAddress, keepAlive: keepAlive)
         return .success(Head(request: req, headLength: b.count, bodyLength: contentLength ?? 0))
-    }
-}
-
-extension StringProtocol {
-    func trimmedHTTPWhitespace() -> Substring {
-        let set = " \t"
-        var s = self[...]
-        while let f = s.first, set.contains(f) { s = s.dropFirst() }
-        while let l = s.last, set.contains(l) { s = s.dropLast() }
-        return Substring(s)
     }
 }
