@@ -37,16 +37,11 @@ public struct ConnectionPolicy: Sendable {
     public var renderError: @Sendable (HTTPParseError) -> HTTPResponse = ConnectionPolicy.defaultErrorResponse
     public init() {}
 
-    /// A JSON error in Google's envelope (the shape every Google API answers with).
+    /// Plain text: the server knows nothing of the API it carries. The application supplies its own rendering
+    /// (PhoneAuthAPI renders these in Google's error envelope).
     public static let defaultErrorResponse: @Sendable (HTTPParseError) -> HTTPResponse = { e in
-        let body = JSON.object([
-            "error": .object([
-                "code": .int(e.status), "message": .string(e.message),
-                "errors": [.object(["message": .string(e.message), "domain": "global", "reason": "badRequest"])],
-                "status": .string(e.status == 408 ? "DEADLINE_EXCEEDED" : e.status == 413 || e.status == 431 ? "OUT_OF_RANGE" : "INVALID_ARGUMENT"),
-            ])
-        ]).serialized()
-        return HTTPResponse(status: e.status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body, closeConnection: true)
+        HTTPResponse(status: e.status, headers: [("Content-Type", "text/plain; charset=utf-8")],
+                     body: Array("\(e.message)\n".utf8), closeConnection: true)
     }
 }
 

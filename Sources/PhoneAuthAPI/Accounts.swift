@@ -10,7 +10,7 @@ extension Call {
         if let v = try string("photoUrl") { c.photoUrl = .set(v) }
         if let v = try string("email") { c.email = v.isEmpty ? .clear : .set(v) }
         if let v = try string("password") {
-            guard v.count >= 6 else { throw AuthError("WEAK_PASSWORD", "Password should be at least 6 characters") }
+            guard v.count >= 6 else { throw AuthError(.weakPassword, "Password should be at least 6 characters") }
             c.passwordHash = PasswordHash.make(v)
         }
         for attr in try strings("deleteAttribute") {
@@ -25,8 +25,8 @@ extension Call {
         let adminOnly = ["customAttributes", "disableUser", "disabled", "emailVerified", "createdAt", "lastLoginAt"]
         if !privileged {
             for k in adminOnly where body[k] != nil && body[k] != .null {
-                if k == "customAttributes" { throw AuthError("INSUFFICIENT_PERMISSION") }
-                throw AuthError("OPERATION_NOT_ALLOWED")
+                if k == "customAttributes" { throw AuthError(.insufficientPermission) }
+                throw AuthError(.operationNotAllowed)
             }
             return c
         }
@@ -102,7 +102,7 @@ enum SignUp {
             o.set("displayName", user.displayName.map(JSON.string))
             return Reply(.object(o))
         }
-        if try call.string("localId") != nil { throw AuthError("UNEXPECTED_PARAMETER", "User ID") }
+        if try call.string("localId") != nil { throw AuthError(.unexpectedParameter, "User ID") }
         let changes = try call.userChanges(privileged: false)
         if let idToken = try call.string("idToken"), !idToken.isEmpty {
             // Link an email/password to the signed-in user: the update and its refresh token are one transaction.
@@ -116,7 +116,7 @@ enum SignUp {
             return Reply(.object(o.merging(["idToken": .string(id), "refreshToken": .string(refresh ?? ""), "expiresIn": "3600", "localId": .string(user.localId)])))
         }
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
-            throw AuthError("ADMIN_ONLY_OPERATION")
+            throw AuthError(.adminOnlyOperation)
         }
         // The user, its sign-in time and its refresh token: one transaction.
         let (user, refresh, provider, authTime) = try app.emulator.signUp(key, changes: changes)
@@ -140,7 +140,7 @@ extension Call {
             return (StoreKey(projectId: projectId, tenantId: id.tenantId), id.localId, id)
         }
         guard privileged else { throw unprivilegedError }
-        guard let id = try string("localId"), !id.isEmpty else { throw AuthError("MISSING_LOCAL_ID") }
+        guard let id = try string("localId"), !id.isEmpty else { throw AuthError(.missingLocalId) }
         return (key, id, nil)
     }
 }
@@ -148,7 +148,7 @@ extension Call {
 /// `accounts:update` (legacy `setAccountInfo`) and admin `…/accounts:update`.
 enum UpdateAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError("INVALID_REQ_TYPE", "Unsupported request parameters."))
+        let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError(.invalidReqType, "Unsupported request parameters."))
         let changes = try call.userChanges(privileged: call.privileged)
         let deleteProviders = try call.strings("deleteProvider")
         // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
@@ -177,7 +177,7 @@ enum UpdateAccount {
 /// `accounts:delete` (legacy `deleteAccount`) and admin `…/accounts:delete`.
 enum DeleteAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let (key, localId, _) = try call.targetAccount(app, unprivilegedError: AuthError("MISSING_ID_TOKEN"))
+        let (key, localId, _) = try call.targetAccount(app, unprivilegedError: AuthError(.missingIdToken))
         try app.emulator.deleteUser(key, localId: localId)
         return Reply(["kind": "identitytoolkit#DeleteAccountResponse"])
     }

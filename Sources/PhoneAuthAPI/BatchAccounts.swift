@@ -25,8 +25,8 @@ enum BatchAccounts {
     static func batchDelete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
         let ids = try call.strings("localIds")
-        guard !ids.isEmpty else { throw AuthError("MISSING_LOCAL_IDS") }
-        guard ids.count <= 1000 else { throw AuthError("LOCAL_IDS_EXCEED_LIMIT") }
+        guard !ids.isEmpty else { throw AuthError(.missingLocalIds) }
+        guard ids.count <= 1000 else { throw AuthError(.localIdsExceedLimit) }
         let force = try call.bool("force") ?? false
         // One transaction: the disabled check and the deletes see the same users, and all of them commit or none.
         let errors: [JSON] = try app.emulator.deleteUsers(key, localIds: ids, force: force).map { e in
@@ -73,7 +73,7 @@ enum BatchAccounts {
     /// Imports users. Per-user problems come back in a 200 as `error[{index, message}]`.
     static func batchCreate(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
-        guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError("MISSING_USER_ACCOUNT") }
+        guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError(.missingUserAccount) }
         guard items.count <= 1000 else { throw AuthError.invalidArgument("A maximum of 1000 users can be imported at once.") }
         let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false)
         var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
@@ -92,7 +92,7 @@ enum BatchAccounts {
             guard case .object(let u) = item else { fail("user must be an object"); continue }
             guard let localId = stringField(u["localId"]), !localId.isEmpty else { fail("localId is missing"); continue }
             guard localId.utf8.count <= 128 else { fail("localId is too long"); continue }
-            guard seen.insert(localId).inserted else { throw AuthError("DUPLICATE_LOCAL_ID", localId) }
+            guard seen.insert(localId).inserted else { throw AuthError(.duplicateLocalId, localId) }
             var c = UserChanges()
             if let v = stringField(u["displayName"]) { c.displayName = .set(v) }
             if let v = stringField(u["photoUrl"]) { c.photoUrl = .set(v) }
@@ -107,7 +107,7 @@ enum BatchAccounts {
                 c.phoneNumber = .set(v)
             }
             if let v = stringField(u["customAttributes"]) {
-                do { c.customAttributes = try CustomClaims.validate(v) } catch { fail("Invalid claims: \(error.message)"); continue }
+                do { c.customAttributes = try CustomClaims.validate(v) } catch { fail("Invalid claims: \(error.wire.message)"); continue }
             }
             var badTime: String? = nil
             for field in [TimeField.createdAt, .lastLoginAt, .validSince] {
@@ -129,10 +129,10 @@ enum BatchAccounts {
         // One transaction for the whole batch: a replaced user is never deleted without its replacement.
         for (i, e) in try app.emulator.importUsers(key, valid, allowOverwrite: allowOverwrite) {
             switch e.code {
-            case "DUPLICATE_LOCAL_ID": errors.append((i, "localId belongs to an existing account"))
-            case "PHONE_NUMBER_EXISTS": errors.append((i, "phone number already exists"))
-            case "EMAIL_EXISTS": errors.append((i, "email already exists"))
-            default: errors.append((i, e.message))
+            case .duplicateLocalId: errors.append((i, "localId belongs to an existing account"))
+            case .phoneNumberExists: errors.append((i, "phone number already exists"))
+            case .emailExists: errors.append((i, "email already exists"))
+            default: errors.append((i, e.wire.message))
             }
         }
         return errors.sorted { $0.index < $1.index }

@@ -79,7 +79,7 @@ struct Call: Sendable {
     /// `tenants.createOnFirstUse` is off.
     func tenant() throws(AuthError) -> String? {
         let bodyTenant = try Identifiers.tenantID(try string("tenantId"))
-        if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError("TENANT_ID_MISMATCH") }
+        if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError(.tenantIdMismatch) }
         guard let t = pathTenant ?? bodyTenant else { return nil }
         try emulator.admit(StoreKey(projectId: projectId, tenantId: t), create: true)
         return t
@@ -118,19 +118,5 @@ struct Reply: Sendable {
         self.raw = raw
         self.contentType = contentType
         self.headers = headers
-    }
-}
-
-/// The Google error envelope; the one place it is rendered.
-enum ErrorEnvelope {
-    static func render(_ e: AuthError) -> JSON {
-        [
-            "error": [
-                "code": .int(e.httpStatus),
-                "message": .string(e.message),
-                "errors": [["message": .string(e.message), "domain": "global", "reason": .string(e.reason)]],
-                "status": .string(e.status),
-            ]
-        ]
     }
 }

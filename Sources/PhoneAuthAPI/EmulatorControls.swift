@@ -42,7 +42,7 @@ enum EmulatorControls {
     /// no longer accepted.
     static func rotateKeys(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard app.tokens.mode == .rs256 else {
-            throw AuthError("FAILED_PRECONDITION", "Token signing is 'none': there is no key to rotate.")
+            throw AuthError(.failedPrecondition, "Token signing is 'none': there is no key to rotate.")
         }
         let key = try SigningKey(key: RSAKey.generate(bits: 2048), createdAt: app.emulator.clock.nowSeconds())
         app.tokens.waitForKeys()  // a key generated at start goes in first, so it is never ordered after this one

@@ -159,14 +159,14 @@ public enum ExportImport {
             }
             let key = StoreKey(projectId: projectId, tenantId: tenant)
             if !tenant.isEmpty {
-                do { try app.emulator.admit(key, create: true, explicit: true) } catch { throw Failure(description: "\(authDir)/\(name): \(error.message)") }
+                do { try app.emulator.admit(key, create: true, explicit: true) } catch { throw Failure(description: "\(authDir)/\(name): \(error.wire.message)") }
             }
             do {
                 let errors = try BatchAccounts.importUsers(app, key, users, allowOverwrite: true)
                 imported += users.count - errors.count
                 problems += errors.map { "\(name) user \($0.index): \($0.message)" }
             } catch {
-                throw Failure(description: "\(authDir)/\(name): \(error.message)")
+                throw Failure(description: "\(authDir)/\(name): \(error.wire.message)")
             }
         }
         return (imported, problems)
@@ -201,7 +201,7 @@ public enum ExportImport {
 /// only inside the export root (`--export-root`, default the server's working directory). Errors name no path:
 /// the details go to the server log (escaped).
 enum ExportEndpoint {
-    static let outsideRoot = AuthError("INVALID_ARGUMENT", "path must be a directory inside the export root")
+    static let outsideRoot = AuthError(.invalidArgument, "path must be a directory inside the export root")
 
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard let path = try call.string("path"), !path.isEmpty else { throw AuthError.invalidArgument("path is required.") }

@@ -12,7 +12,7 @@ enum Lookup {
             o["users"] = [UserJSON.render(user)]
             return Reply(.object(o))
         }
-        guard call.privileged else { throw AuthError("MISSING_ID_TOKEN") }
+        guard call.privileged else { throw AuthError(.missingIdToken) }
         let key = try call.storeKey()
         let localIds = try call.strings("localId")
         let phones = try call.strings("phoneNumber")

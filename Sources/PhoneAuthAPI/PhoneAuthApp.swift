@@ -62,9 +62,9 @@ public final class PhoneAuthApp: HTTPResponder {
         }
         switch match {
         case .notFound:
-            return render(error: .notFound, for: request)
+            return render(error: AuthError(.routeNotFound), for: request)
         case .methodNotAllowed:
-            return render(error: .methodNotAllowed, for: request)
+            return render(error: AuthError(.methodNotAllowed), for: request)
         case .route(let route):
             if let pool = signingPool, route.run == .bulk || (route.run == .offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
@@ -123,6 +123,10 @@ public final class PhoneAuthApp: HTTPResponder {
             if reply.isDeferred { return nil }
             return render(reply, for: request)
         } catch let e as AuthError {
+            if e.code == .internalFailure {
+                logger.error("internal error", [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
+                                                ("error", e.description), ("at", e.origin)])
+            }
             return render(error: e, for: request)
         } catch {
             logger.error("internal error", [("method", request.method), ("path", String(request.path)), ("error", String(describing: error))])
@@ -144,7 +148,7 @@ public final class PhoneAuthApp: HTTPResponder {
             if isAdmin {
                 privileged = true
             } else if route.access != .open && (route.access != .emulator || adminToken != nil) {
-                throw AuthError.invalidCredential
+                throw AuthError(.invalidCredential)
             }
         }
         var apiKey = query.last(where: { $0.0 == "key" })?.1
@@ -152,10 +156,10 @@ public final class PhoneAuthApp: HTTPResponder {
         if apiKey?.isEmpty ?? false { apiKey = nil }
         switch route.access {
         case .open: break
-        case .emulator: guard privileged || adminToken == nil else { throw AuthError.missingCredential }
-        case .apiKey: guard apiKey != nil else { throw AuthError.missingAPIKey }
-        case .client, .adminPath: guard apiKey != nil || privileged else { throw AuthError.missingAPIKey }
-        case .admin: guard privileged else { throw AuthError.missingCredential }
+        case .emulator: guard privileged || adminToken == nil else { throw AuthError(.missingCredential) }
+        case .apiKey: guard apiKey != nil else { throw AuthError(.missingAPIKey) }
+        case .client, .adminPath: guard apiKey != nil || privileged else { throw AuthError(.missingAPIKey) }
+        case .admin: guard privileged else { throw AuthError(.missingCredential) }
         }
 
         // Body.
@@ -185,11 +189,11 @@ public final class PhoneAuthApp: HTTPResponder {
         if let key = apiKey, let mapped = apiKeyProjects[key] { projectId = mapped }
         if let p = route.params.project {
             if route.access == .adminPath && !privileged {
-                throw AuthError("INSUFFICIENT_PERMISSION", "Only authenticated requests can specify target_project_id.")
+                throw AuthError(.insufficientPermission, "Only authenticated requests can specify target_project_id.")
             }
             projectId = p
         } else if case .string(let target)? = body["targetProjectId"], !target.isEmpty {
-            guard privileged else { throw AuthError("INSUFFICIENT_PERMISSION", "Only authenticated requests can specify target_project_id.") }
+            guard privileged else { throw AuthError(.insufficientPermission, "Only authenticated requests can specify target_project_id.") }
             projectId = target
         }
         // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
@@ -255,7 +259,7 @@ public final class PhoneAuthApp: HTTPResponder {
     func render(error e: AuthError, for request: HTTPRequest) -> HTTPResponse {
         var headers = [("Content-Type", "application/json; charset=utf-8")]
         addCORS(&headers, request)
-        return HTTPResponse(status: e.httpStatus, headers: headers, body: ErrorEnvelope.render(e).serialized())
+        return HTTPResponse(status: e.wire.http, headers: headers, body: e.wire.json.serialized())
     }
 
     /// Reflects the request's `Origin`. Requests from an origin that may not reach their route never get here: they
@@ -272,8 +276,8 @@ public final class PhoneAuthApp: HTTPResponder {
                       [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
                        ("host", seen.hosts.map(WebBoundary.printable).joined(separator: ",")),
                        ("origin", seen.origins.map(WebBoundary.printable).joined(separator: ","))])
-        return HTTPResponse(status: e.httpStatus, headers: [("Content-Type", "application/json; charset=utf-8")],
-                            body: ErrorEnvelope.render(e).serialized())
+        return HTTPResponse(status: e.wire.http, headers: [("Content-Type", "application/json; charset=utf-8")],
+                            body: e.wire.json.serialized())
     }
 
     /// CORS preflight, as the official emulator (`cors({origin:true})`) for the client-facing Google endpoints. For
@@ -340,11 +344,9 @@ struct BoundaryHeaders {
 
 extension AuthError {
     static let originNotAllowed = AuthError(
-        "PERMISSION_DENIED",
-        "Origin not allowed: the emulator API and admin calls accept browser requests only from http(s)://localhost, 127.0.0.1 and [::1] (any port), the server's own address, and origins added with --allow-origin.",
-        http: 403, reason: "forbidden")
+        .permissionDenied,
+        "Origin not allowed: the emulator API and admin calls accept browser requests only from http(s)://localhost, 127.0.0.1 and [::1] (any port), the server's own address, and origins added with --allow-origin.")
     static let hostNotAllowed = AuthError(
-        "PERMISSION_DENIED",
-        "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).",
-        http: 403, reason: "forbidden")
+        .permissionDenied,
+        "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).")
 }

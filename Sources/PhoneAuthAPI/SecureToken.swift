@@ -5,9 +5,9 @@ import PhoneAuthCore
 /// both `access_token` (what the SDKs read) and `id_token`.
 enum SecureToken {
     static func grant(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        guard let grantType = try call.string("grantType"), !grantType.isEmpty else { throw AuthError("MISSING_GRANT_TYPE") }
-        guard grantType == "refresh_token" else { throw AuthError("INVALID_GRANT_TYPE") }
-        guard let token = try call.string("refreshToken"), !token.isEmpty else { throw AuthError("MISSING_REFRESH_TOKEN") }
+        guard let grantType = try call.string("grantType"), !grantType.isEmpty else { throw AuthError(.missingGrantType) }
+        guard grantType == "refresh_token" else { throw AuthError(.invalidGrantType) }
+        guard let token = try call.string("refreshToken"), !token.isEmpty else { throw AuthError(.missingRefreshToken) }
         let (record, user) = try app.emulator.redeemRefreshToken(token)
         let key = StoreKey(projectId: record.projectId, tenantId: record.tenantId)
         let claims = TokenService.claims(for: user, key: key, authTime: record.authTime, signInProvider: record.signInProvider,

@@ -54,7 +54,7 @@ enum Tenants {
         }
         if let n = doc["displayName"], n != .null {
             guard let s = n.stringValue, isValidDisplayName(s) else {
-                throw AuthError("INVALID_TENANT_DISPLAY_NAME", "Display name must start with a letter and have 4 to 20 letters, digits or hyphens.")
+                throw AuthError(.invalidTenantDisplayName, "Display name must start with a letter and have 4 to 20 letters, digits or hyphens.")
             }
             t.displayName = s
         }
@@ -104,7 +104,7 @@ enum Tenants {
 
     static func existing(_ app: PhoneAuthApp, _ call: Call) throws -> StoreKey {
         guard let t = call.pathTenant, app.emulator.existingStore(StoreKey(projectId: call.projectId, tenantId: t)) != nil else {
-            throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")
+            throw AuthError(.tenantNotFound)
         }
         return StoreKey(projectId: call.projectId, tenantId: t)
     }

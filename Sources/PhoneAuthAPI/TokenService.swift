@@ -118,17 +118,17 @@ public final class TokenService: Sendable {
     /// Checks an incoming ID token: format, signature (any published key), project, expiry against `now`.
     /// Account checks (exists, disabled, revoked) follow in `Emulator.user(for:)`.
     public func verify(_ token: String?, projectId: String, nowSeconds: Int64) throws(AuthError) -> TokenIdentity {
-        guard let token, !token.isEmpty else { throw AuthError("MISSING_ID_TOKEN") }
-        guard let jwt = DecodedJWT(token) else { throw AuthError.invalidIDToken }
+        guard let token, !token.isEmpty else { throw AuthError(.missingIdToken) }
+        guard let jwt = DecodedJWT(token) else { throw AuthError(.invalidIdToken) }
         switch jwt.algorithm {
         case "RS256":
             let keys = publishedKeys
             let candidates = jwt.keyID.map { kid in keys.filter { $0.kid == kid } } ?? keys
-            guard candidates.contains(where: { $0.verify(jwt) }) else { throw AuthError.invalidIDToken }
+            guard candidates.contains(where: { $0.verify(jwt) }) else { throw AuthError(.invalidIdToken) }
         case "none":
-            guard mode == .none, jwt.signature.isEmpty else { throw AuthError.invalidIDToken }
+            guard mode == .none, jwt.signature.isEmpty else { throw AuthError(.invalidIdToken) }
         default:
-            throw AuthError.invalidIDToken
+            throw AuthError(.invalidIdToken)
         }
         let p = jwt.payload
         // Times are whole seconds within what a timestamp can express (0 … year 9999); anything else, including
@@ -136,18 +136,18 @@ public final class TokenService: Sendable {
         func seconds(_ v: JSON?) -> Int64? { v?.int64Value.flatMap { (0...Timestamp.maxSeconds).contains($0) ? $0 : nil } }
         guard let sub = p["sub"]?.stringValue ?? p["user_id"]?.stringValue, !sub.isEmpty,
             let iat = seconds(p["iat"]), let exp = seconds(p["exp"])
-        else { throw AuthError.invalidIDToken }
+        else { throw AuthError(.invalidIdToken) }
         let authTime: Int64
         if let raw = p["auth_time"] {
-            guard let t = seconds(raw) else { throw AuthError.invalidIDToken }
+            guard let t = seconds(raw) else { throw AuthError(.invalidIdToken) }
             authTime = t
         } else {
             authTime = iat
         }
         guard p["aud"]?.stringValue == projectId, p["iss"]?.stringValue == "https://securetoken.google.com/\(projectId)" else {
-            throw AuthError.invalidIDToken
+            throw AuthError(.invalidIdToken)
         }
-        guard nowSeconds < exp else { throw AuthError.tokenExpired }
+        guard nowSeconds < exp else { throw AuthError(.tokenExpired) }
         let fb = p["firebase"]?.objectValue
         return TokenIdentity(
             projectId: projectId, tenantId: fb?["tenant"]?.stringValue, localId: sub, issuedAt: iat,

@@ -11,7 +11,7 @@ extension PhoneAuthApp {
     /// Verifies a request's `idToken` against this call's project and tenant, then runs the account checks.
     func verifiedUser(_ token: String?, call: Call, tenant: String?) throws(AuthError) -> (TokenIdentity, UserRecord) {
         let identity = try tokens.verify(token, projectId: call.projectId, nowSeconds: emulator.clock.nowSeconds())
-        if let tenant, identity.tenantId != tenant { throw AuthError("TENANT_ID_MISMATCH") }
+        if let tenant, identity.tenantId != tenant { throw AuthError(.tenantIdMismatch) }
         let user = try emulator.user(for: identity)
         return (identity, user)
     }

@@ -36,9 +36,9 @@ public enum CustomClaims {
     /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
     /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
     public static func validate(_ text: String) throws(AuthError) -> String {
-        guard text.count <= 1000 else { throw AuthError("CLAIMS_TOO_LARGE") }
-        guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError("INVALID_CLAIMS") }
-        for k in o.keys where reserved.contains(k) { throw AuthError("FORBIDDEN_CLAIM", k) }
+        guard text.count <= 1000 else { throw AuthError(.claimsTooLarge) }
+        guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
+        for k in o.keys where reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }
         return text
     }
 }
@@ -71,7 +71,7 @@ extension Emulator {
         let id: String
         if let localId {
             guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
-            guard s.users[localId] == nil else { throw AuthError("DUPLICATE_LOCAL_ID") }
+            guard s.users[localId] == nil else { throw AuthError(.duplicateLocalId) }
             id = localId
         } else {
             id = newUserID(in: s)
@@ -119,7 +119,7 @@ extension Emulator {
                            refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
         return try transaction(store(key)) { tx throws(AuthError) -> (UserRecord, String?) in
-            guard var user = tx.store.users[localId] else { throw AuthError.userNotFound }
+            guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
             try Self.apply(changes, to: &user, in: tx.store, now: now)
             for p in deleteProviders {
                 switch p {
@@ -150,7 +150,7 @@ extension Emulator {
                     try Self.checkTenantEnabled(tx.store)
                     guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
                     let exists = tx.store.users[item.localId] != nil
-                    if exists && !allowOverwrite { throw AuthError("DUPLICATE_LOCAL_ID") }
+                    if exists && !allowOverwrite { throw AuthError(.duplicateLocalId) }
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
                     try Self.apply(item.changes, to: &user, in: tx.store, now: now)
@@ -170,16 +170,16 @@ extension Emulator {
         case .clear: user.phoneNumber = nil
         case .set(let raw):
             let phone = try PhoneNumber(parsing: raw).e164
-            if let owner = s.phoneIndex[phone], owner != user.localId { throw AuthError("PHONE_NUMBER_EXISTS") }
+            if let owner = s.phoneIndex[phone], owner != user.localId { throw AuthError(.phoneNumberExists) }
             user.phoneNumber = phone
         }
         switch c.email {
         case .unchanged: break
         case .clear: user.email = nil; user.emailVerified = false
         case .set(let e):
-            guard Self.isPlausibleEmail(e) else { throw AuthError("INVALID_EMAIL") }
+            guard Self.isPlausibleEmail(e) else { throw AuthError(.invalidEmail) }
             let lower = e.lowercased()
-            if s.users.values.contains(where: { $0.localId != user.localId && $0.email?.lowercased() == lower }) { throw AuthError("EMAIL_EXISTS") }
+            if s.users.values.contains(where: { $0.localId != user.localId && $0.email?.lowercased() == lower }) { throw AuthError(.emailExists) }
             user.email = e
         }
         switch c.displayName {
@@ -207,13 +207,13 @@ extension Emulator {
     static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }
 
     static func checkTenantEnabled(_ s: AuthStore) throws(AuthError) {
-        if s.tenant?.disableAuth == true { throw AuthError("PROJECT_DISABLED") }
+        if s.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
     }
 
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
         try transaction(store(key)) { tx throws(AuthError) in
-            guard tx.deleteUser(localId) else { throw AuthError.userNotFound }
+            guard tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
         }
     }
 

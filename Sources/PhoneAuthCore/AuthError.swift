@@ -1,90 +1,64 @@
-/// A Google API error: the exact code string clients map (`INVALID_CODE`, `SESSION_EXPIRED`, …), an optional
-/// detail (rendered `CODE : detail`), and the HTTP status. Equality compares the code only.
+/// A failure the domain reports: a code clients map (`INVALID_CODE`, `SESSION_EXPIRED`, …), an optional detail, and
+/// where it was raised. The domain says *what* went wrong; how it travels (HTTP status, Google status, `reason`,
+/// message) is decided in one place in the API layer (`PhoneAuthAPI/ErrorWire.swift`). Equality compares the code.
 public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let code: String
-    public let detail: String?
-    public let httpStatus: Int
-    /// The `errors[0].reason` Google uses for this class of error.
-    public let reason: String
-    /// Free-text message for envelope-level errors (e.g. "The request is missing a valid API key.").
-    let freeText: String?
+    /// An error code. The constants (ErrorCodes.swift) are Google's codes as clients see them; a few more name
+    /// request-level failures whose wire message is free text (`invalidRequest`, `malformedJSON`, …). A scenario
+    /// number in the config may name any code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+    }
 
-    public init(_ code: String, _ detail: String? = nil, http: Int = 400, reason: String = "invalid") {
+    public let code: Code
+    public let detail: String?
+    /// Where the error was raised (for logs and test failures; never sent).
+    public let file: StaticString
+    public let line: UInt
+
+    public init(_ code: Code, _ detail: String? = nil, file: StaticString = #fileID, line: UInt = #line) {
         self.code = code
         self.detail = detail
-        self.httpStatus = http
-        self.reason = reason
-        self.freeText = nil
+        self.file = file
+        self.line = line
     }
 
-    private init(code: String, message: String, http: Int, reason: String) {
-        self.code = code
-        self.detail = nil
-        self.httpStatus = http
-        self.reason = reason
-        self.freeText = message
-    }
+    /// `CODE : detail` (or the code alone), as Google writes coded errors.
+    public var description: String { detail.map { "\(code.rawValue) : \($0)" } ?? code.rawValue }
 
-    /// The `error.message` on the wire.
-    public var message: String {
-        if let freeText { return freeText }
-        if let detail { return "\(code) : \(detail)" }
-        return code
-    }
-
-    /// Google's canonical status name for the HTTP code.
-    public var status: String {
-        switch httpStatus {
-        case 400: "INVALID_ARGUMENT"
-        case 401: "UNAUTHENTICATED"
-        case 403: "PERMISSION_DENIED"
-        case 404: "NOT_FOUND"
-        case 409: "ALREADY_EXISTS"
-        case 429: "RESOURCE_EXHAUSTED"
-        case 501: "UNIMPLEMENTED"
-        case 503: "UNAVAILABLE"
-        default: httpStatus >= 500 ? "INTERNAL" : "FAILED_PRECONDITION"
-        }
-    }
-
-    public var description: String { "\(httpStatus) \(message)" }
+    /// Where it was raised, for a log line.
+    public var origin: String { "\(file):\(line)" }
 
     public static func == (a: AuthError, b: AuthError) -> Bool { a.code == b.code }
 
-    // MARK: envelope-level errors
+    // MARK: request-level failures (the wire message is the detail itself)
 
-    public static func invalidJSON(_ detail: String) -> AuthError {
-        AuthError(code: "INVALID_ARGUMENT", message: "Invalid JSON payload received. \(detail)", http: 400, reason: "parseError")
+    /// A body that is not valid JSON, or a field of the wrong JSON type.
+    public static func invalidJSON(_ detail: String, file: StaticString = #fileID, line: UInt = #line) -> AuthError {
+        AuthError(.malformedJSON, detail, file: file, line: line)
     }
-    public static func invalidArgument(_ text: String) -> AuthError {
-        AuthError(code: "INVALID_ARGUMENT", message: text, http: 400, reason: "invalid")
+    /// A request-level argument error whose message is free text.
+    public static func invalidArgument(_ text: String, file: StaticString = #fileID, line: UInt = #line) -> AuthError {
+        AuthError(.invalidRequest, text, file: file, line: line)
     }
-    public static let missingAPIKey = AuthError(
-        code: "PERMISSION_DENIED", message: "The request is missing a valid API key.", http: 403, reason: "forbidden")
-    public static let missingCredential = AuthError(
-        code: "UNAUTHENTICATED",
-        message: "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-        http: 401, reason: "required")
-    public static let invalidCredential = AuthError(
-        code: "UNAUTHENTICATED",
-        message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-        http: 401, reason: "authError")
-    public static let notFound = AuthError(code: "NOT_FOUND", message: "Not Found", http: 404, reason: "notFound")
-    public static func notFound(_ text: String) -> AuthError { AuthError(code: "NOT_FOUND", message: text, http: 404, reason: "notFound") }
-    public static let methodNotAllowed = AuthError(code: "NOT_FOUND", message: "Method Not Allowed", http: 405, reason: "notFound")
-    public static func internalError(_ text: String = "Internal error encountered.") -> AuthError {
-        AuthError(code: "INTERNAL", message: text, http: 500, reason: "backendError")
+    public static func notFound(_ text: String, file: StaticString = #fileID, line: UInt = #line) -> AuthError {
+        AuthError(.routeNotFound, text, file: file, line: line)
     }
+    public static func internalError(_ text: String? = nil, file: StaticString = #fileID, line: UInt = #line) -> AuthError {
+        AuthError(.internalFailure, text, file: file, line: line)
+    }
+}
 
-    // MARK: phone-auth codes used in several places
-
-    public static let invalidPhoneFormat = AuthError("INVALID_PHONE_NUMBER", "Invalid format.")
-    public static let invalidSessionInfo = AuthError("INVALID_SESSION_INFO")
-    public static let invalidCode = AuthError("INVALID_CODE")
-    public static let sessionExpired = AuthError("SESSION_EXPIRED")
-    public static let tooManyAttempts = AuthError("TOO_MANY_ATTEMPTS_TRY_LATER")
-    public static let userNotFound = AuthError("USER_NOT_FOUND")
-    public static let userDisabled = AuthError("USER_DISABLED")
-    public static let tokenExpired = AuthError("TOKEN_EXPIRED")
-    public static let invalidIDToken = AuthError("INVALID_ID_TOKEN")
+extension AuthError.Code {
+    // Request-level failures: not Google codes (those are upper case); ErrorWire renders
+    // each with its own HTTP status, reason and free-text message.
+    public static let malformedJSON = Self("malformed-json")
+    public static let invalidRequest = Self("invalid-request")
+    public static let missingAPIKey = Self("missing-api-key")
+    public static let missingCredential = Self("missing-credential")
+    public static let invalidCredential = Self("invalid-credential")
+    public static let routeNotFound = Self("route-not-found")
+    public static let methodNotAllowed = Self("method-not-allowed")
+    public static let internalFailure = Self("internal-failure")
 }

@@ -65,7 +65,7 @@ public final class StoreBox: Sendable {
         var dep: UInt64 = 0
         var generation: UInt64 = 0
         let result = state.withLock { g -> Result<T, AuthError> in
-            if g.removed { return .failure(AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")) }
+            if g.removed { return .failure(AuthError(.tenantNotFound)) }
             let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
                 var tx = StoreTransaction(key: key, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
                 let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
@@ -209,16 +209,16 @@ public final class Emulator: Sendable {
         let project = StoreKey(projectId: key.projectId)
         if key.tenantId != nil {
             if !explicit && !config(project).tenantPolicy.createOnFirstUse {
-                throw AuthError("TENANT_NOT_FOUND", http: 404, reason: "notFound")
+                throw AuthError(.tenantNotFound)
             }
         }
         let projectExists = existingStore(project) != nil
         let check = { (r: StoreRegistry) throws(AuthError) in
             if r.boxes[project] == nil && r.projectCount >= self.maxProjects {
-                throw AuthError("QUOTA_EXCEEDED", "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
+                throw AuthError(.quotaExceeded, "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
             }
             if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject {
-                throw AuthError("QUOTA_EXCEEDED", "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
+                throw AuthError(.quotaExceeded, "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
             }
         }
         guard create else {
@@ -273,7 +273,7 @@ public final class Emulator: Sendable {
         let box = store(key)
         let (session, fictional) = try transaction(box) { tx throws(AuthError) -> (VerificationSession, Bool) in
             try Self.checkTenantEnabled(tx.store)
-            guard tx.store.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
+            guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
             let settings = tx.store.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
             let preset = tx.store.config.testPhoneNumbers[phone.e164]
@@ -343,8 +343,7 @@ public final class Emulator: Sendable {
             }
             guard timeoutSeconds > 0 else { return nil }
             guard g.store.waiterCount < Self.maxWaitersPerStore else {
-                throw AuthError("RESOURCE_EXHAUSTED", "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).",
-                                http: 429, reason: "rateLimitExceeded")
+                throw AuthError(.resourceExhausted, "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).")
             }
             g.store.waiters[phone, default: []].append(waiter)
             g.store.waiterCount += 1
@@ -379,21 +378,12 @@ public final class Emulator: Sendable {
         return removed
     }
 
-    /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`).
+    /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`); ErrorWire gives it its HTTP status.
     static func scenarioError(_ text: String) -> AuthError {
         if let r = text.firstRange(of: " : ") {
-            return AuthError(String(text[..<r.lowerBound]), String(text[r.upperBound...]), http: httpStatus(for: String(text[..<r.lowerBound])))
+            return AuthError(.init(String(text[..<r.lowerBound])), String(text[r.upperBound...]))
         }
-        return AuthError(text, http: httpStatus(for: text))
-    }
-
-    static func httpStatus(for code: String) -> Int {
-        switch code {
-        case "QUOTA_EXCEEDED", "TOO_MANY_ATTEMPTS_TRY_LATER": 400
-        case "INTERNAL", "INTERNAL_ERROR": 500
-        case "UNAVAILABLE": 503
-        default: 400
-        }
+        return AuthError(.init(text))
     }
 
     // MARK: signInWithPhoneNumber
@@ -416,22 +406,22 @@ public final class Emulator: Sendable {
             let phone: String
             let viaProof: Bool
             if let proof = temporaryProof, !proof.isEmpty {
-                guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError("MISSING_PHONE_NUMBER") }
+                guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError(.missingPhoneNumber) }
                 let p = try PhoneNumber(parsing: raw).e164
-                guard tx.store.temporaryProofs.peek(proof, now: now) == p else { throw AuthError("INVALID_TEMPORARY_PROOF") }
+                guard tx.store.temporaryProofs.peek(proof, now: now) == p else { throw AuthError(.invalidTemporaryProof) }
                 phone = p
                 viaProof = true
             } else {
-                guard let info = sessionInfo, !info.isEmpty else { throw AuthError("MISSING_SESSION_INFO") }
-                guard let code, !code.isEmpty else { throw AuthError("MISSING_CODE") }
-                guard let sid = SessionID(info), var session = tx.store.sessions[sid] else { throw AuthError.invalidSessionInfo }
+                guard let info = sessionInfo, !info.isEmpty else { throw AuthError(.missingSessionInfo) }
+                guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
+                guard let sid = SessionID(info), var session = tx.store.sessions[sid] else { throw AuthError(.invalidSessionInfo) }
                 if let exp = session.expiresAt, now >= exp {
                     tx.deleteSession(sid)
-                    throw AuthError.sessionExpired
+                    throw AuthError(.sessionExpired)
                 }
                 if let left = session.attemptsLeft, left <= 0 {
                     tx.deleteSession(sid)
-                    throw AuthError.tooManyAttempts
+                    throw AuthError(.tooManyAttemptsTryLater)
                 }
                 if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
                     throw Self.scenarioError(scenario)
@@ -441,7 +431,7 @@ public final class Emulator: Sendable {
                         session.attemptsLeft = left - 1
                         tx.save(session)
                     }
-                    throw AuthError.invalidCode
+                    throw AuthError(.invalidCode)
                 }
                 tx.deleteSession(sid)  // single use, consumed before the account checks (as production)
                 phone = session.phoneNumber
@@ -450,24 +440,24 @@ public final class Emulator: Sendable {
 
             let owner = tx.store.user(phone: phone)
             if let tokenUser {
-                guard var user = tx.store.users[tokenUser.localId] else { throw AuthError.userNotFound }
+                guard var user = tx.store.users[tokenUser.localId] else { throw AuthError(.userNotFound) }
                 if let owner, owner.localId != user.localId {
-                    if viaProof { throw AuthError("PHONE_NUMBER_EXISTS") }
+                    if viaProof { throw AuthError(.phoneNumberExists) }
                     let proof = random.token(byteCount: 64)
                     tx.temporaryProofs.insert(proof, phone, expiresAt: now + Self.temporaryProofLifetimeMillis, now: now)
                     return .conflict(phoneNumber: phone, temporaryProof: proof)
                 }
-                guard !user.disabled else { throw AuthError.userDisabled }
+                guard !user.disabled else { throw AuthError(.userDisabled) }
                 user.phoneNumber = phone
                 user.lastLoginAt = now
                 return signedIn(user, isNewUser: false)
             }
             if var user = owner {
-                guard !user.disabled else { throw AuthError.userDisabled }
+                guard !user.disabled else { throw AuthError(.userDisabled) }
                 user.lastLoginAt = now
                 return signedIn(user, isNewUser: false)
             }
-            if operation == "REAUTH" { throw AuthError.userNotFound }
+            if operation == "REAUTH" { throw AuthError(.userNotFound) }
             var user = UserRecord(localId: newUserID(in: tx.store), createdAt: now)
             user.phoneNumber = phone
             user.lastRefreshAt = now
@@ -494,11 +484,11 @@ public final class Emulator: Sendable {
     public func user(for identity: TokenIdentity) throws(AuthError) -> UserRecord {
         let key = StoreKey(projectId: identity.projectId, tenantId: identity.tenantId)
         // Never creates a store: a token's tenant claim is not a way to make tenants (unsigned tokens exist).
-        guard let box = existingStore(key) else { throw AuthError.userNotFound }
+        guard let box = existingStore(key) else { throw AuthError(.userNotFound) }
         let user = box.read { $0.users[identity.localId] }
-        guard let u = user else { throw AuthError.userNotFound }
-        guard !u.disabled else { throw AuthError.userDisabled }
-        if let vs = u.validSince, identity.issuedAt < vs { throw AuthError.tokenExpired }
+        guard let u = user else { throw AuthError(.userNotFound) }
+        guard !u.disabled else { throw AuthError(.userDisabled) }
+        if let vs = u.validSince, identity.issuedAt < vs { throw AuthError(.tokenExpired) }
         return u
     }
 
@@ -531,12 +521,12 @@ public final class Emulator: Sendable {
 
     /// Exchanges a refresh token: the record and the current user (production's checks: deleted, disabled, revoked).
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
-        guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
+        guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError(.invalidRefreshToken) }
         let now = clock.nowMillis()
         let user = try transaction(store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId))) { tx throws(AuthError) -> UserRecord in
-            guard var u = tx.store.users[rec.localId] else { throw AuthError.userNotFound }
-            guard !u.disabled else { throw AuthError.userDisabled }
-            if let vs = u.validSince, rec.issuedAt < vs { throw AuthError.tokenExpired }
+            guard var u = tx.store.users[rec.localId] else { throw AuthError(.userNotFound) }
+            guard !u.disabled else { throw AuthError(.userDisabled) }
+            if let vs = u.validSince, rec.issuedAt < vs { throw AuthError(.tokenExpired) }
             u.lastRefreshAt = now
             tx.save(u)
             return u
@@ -561,7 +551,7 @@ public final class Emulator: Sendable {
                 return .success(updated)
             }
         } catch {
-            throw ConfigError(path: "", message: error.message)
+            throw ConfigError(path: "", message: error.description)
         }
         return try outcome.get()
     }

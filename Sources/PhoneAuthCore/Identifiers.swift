@@ -83,18 +83,18 @@ public enum Identifiers {
 
     /// An email, or `INVALID_EMAIL`.
     public static func email(_ s: String) throws(AuthError) -> String {
-        guard isValidEmail(s) else { throw AuthError("INVALID_EMAIL") }
+        guard isValidEmail(s) else { throw AuthError(.invalidEmail) }
         return s
     }
 
     /// An MFA enrollment id, or `INVALID_MFA_ENROLLMENT_ID`.
     public static func mfaEnrollmentID(_ s: String) throws(AuthError) -> String {
-        guard isValidMFAEnrollmentID(s) else { throw AuthError("INVALID_MFA_ENROLLMENT_ID") }
+        guard isValidMFAEnrollmentID(s) else { throw AuthError(.invalidMfaEnrollmentId) }
         return s
     }
 
-    public static let invalidTenantID = AuthError("INVALID_TENANT_ID", "The tenant ID must be a valid non-empty string.")
-    public static let invalidLocalID = AuthError("INVALID_LOCAL_ID", "UID must be a non-empty string with at most 128 characters.")
+    public static let invalidTenantID = AuthError(.invalidTenantId, "The tenant ID must be a valid non-empty string.")
+    public static let invalidLocalID = AuthError(.invalidLocalId, "UID must be a non-empty string with at most 128 characters.")
 
     /// Both ids of a store key are valid.
     public static func isValid(_ key: StoreKey) -> Bool {

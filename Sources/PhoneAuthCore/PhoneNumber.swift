@@ -10,13 +10,13 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
     /// Normalises user input: strips spaces, hyphens, dots and parentheses, then validates.
     /// Errors are Google's exact strings: `INVALID_PHONE_NUMBER : Invalid format.` / `: TOO_SHORT` / `: TOO_LONG`.
     public init(parsing raw: String?) throws(AuthError) {
-        guard var raw, !raw.isEmpty, raw.utf8.count <= 64 else { throw AuthError.invalidPhoneFormat }
+        guard var raw, !raw.isEmpty, raw.utf8.count <= 64 else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
         // Fast path: already canonical (`+` and 7–15 digits), which is what SDKs send.
         let canonical = raw.withUTF8 { b in
             b.count >= 8 && b.count <= 16 && b[0] == UInt8(ascii: "+") && b.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
         }
         if canonical {
-            guard let cc = CallingCodes.callingCode(prefixOf: raw.utf8.dropFirst()) else { throw AuthError.invalidPhoneFormat }
+            guard let cc = CallingCodes.callingCode(prefixOf: raw.utf8.dropFirst()) else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
             e164 = raw
             callingCode = cc
             return
@@ -27,19 +27,19 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
             switch b {
             case 0x20, 0x2D, 0x2E, 0x28, 0x29, 0x09: continue
             case UInt8(ascii: "+"):
-                guard !sawPlus, digits.isEmpty else { throw AuthError.invalidPhoneFormat }
+                guard !sawPlus, digits.isEmpty else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
                 sawPlus = true
             case UInt8(ascii: "0")...UInt8(ascii: "9"):
-                guard sawPlus else { throw AuthError.invalidPhoneFormat }
+                guard sawPlus else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
                 digits.append(b)
             default:
-                throw AuthError.invalidPhoneFormat
+                throw AuthError(.invalidPhoneNumber, "Invalid format.")
             }
         }
-        guard sawPlus, !digits.isEmpty else { throw AuthError.invalidPhoneFormat }
-        guard let cc = CallingCodes.callingCode(prefixOf: digits) else { throw AuthError.invalidPhoneFormat }
-        if digits.count < 7 { throw AuthError("INVALID_PHONE_NUMBER", "TOO_SHORT") }
-        if digits.count > 15 { throw AuthError("INVALID_PHONE_NUMBER", "TOO_LONG") }
+        guard sawPlus, !digits.isEmpty else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
+        guard let cc = CallingCodes.callingCode(prefixOf: digits) else { throw AuthError(.invalidPhoneNumber, "Invalid format.") }
+        if digits.count < 7 { throw AuthError(.invalidPhoneNumber, "TOO_SHORT") }
+        if digits.count > 15 { throw AuthError(.invalidPhoneNumber, "TOO_LONG") }
         e164 = String(decoding: [UInt8(ascii: "+")] + digits, as: UTF8.self)
         callingCode = cc
     }

@@ -203,7 +203,7 @@ public struct ProjectConfig: Sendable, Equatable {
         for (k, v2) in o {
             let p = join(path, k)
             let phone: PhoneNumber
-            do { phone = try PhoneNumber(parsing: k) } catch { throw ConfigError(path: p, message: "not a valid phone number (\(error.message))") }
+            do { phone = try PhoneNumber(parsing: k) } catch { throw ConfigError(path: p, message: "not a valid phone number (\(error.description))") }
             let code = try string(v2, p)
             guard (4...10).contains(code.utf8.count), code.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                 throw ConfigError(path: p, message: "the code must be 4 to 10 digits")

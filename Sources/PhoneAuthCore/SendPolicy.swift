@@ -58,7 +58,7 @@ public struct CredentialState: Sendable {
 }
 
 extension Emulator {
-    static let regionBlocked = AuthError("OPERATION_NOT_ALLOWED", "SMS unable to be sent until this region enabled by the app developer")
+    static let regionBlocked = AuthError(.operationNotAllowed, "SMS unable to be sent until this region enabled by the app developer")
     /// Minted tokens, iOS receipts and their pushes live this long (reCAPTCHA tokens expire after two minutes in
     /// production).
     public static let credentialLifetimeMillis: Int64 = 120_000
@@ -79,17 +79,17 @@ extension Emulator {
             var times = tx.windows.perPhone[phone.e164] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000)
             tx.windows.perPhone[phone.e164] = times
-            if n >= perPhone.max { throw AuthError.tooManyAttempts }
+            if n >= perPhone.max { throw AuthError(.tooManyAttemptsTryLater) }
         }
         if perIP.max > 0, let ip = clientIP {
             var times = tx.windows.perIP[ip] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perIP.perSeconds) * 1000)
             tx.windows.perIP[ip] = times
-            if n >= perIP.max { throw AuthError.tooManyAttempts }
+            if n >= perIP.max { throw AuthError(.tooManyAttemptsTryLater) }
         }
         if quota.max > 0 {
             let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
-            if n >= quota.max { throw AuthError("QUOTA_EXCEEDED", "Exceeded quota.") }
+            if n >= quota.max { throw AuthError(.quotaExceeded, "Exceeded quota.") }
         }
         if perPhone.max > 0 { tx.windows.perPhone[phone.e164, default: []].append(now) }
         if perIP.max > 0, let ip = clientIP { tx.windows.perIP[ip, default: []].append(now) }
@@ -106,7 +106,7 @@ extension Emulator {
         let recaptcha = [c.recaptchaToken, captcha].compactMap { $0 }.filter { !$0.isEmpty }
         let play = [c.playIntegrityToken, c.safetyNetToken].compactMap { $0 }.filter { !$0.isEmpty }
         let hasIOS = !(c.iosReceipt ?? "").isEmpty || !(c.iosSecret ?? "").isEmpty
-        if recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("MISSING_APP_CREDENTIAL") }
+        if recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError(.missingAppCredential) }
         for t in recaptcha where take(t, .recaptcha) { return }
         for t in play where take(t, .playIntegrity) { return }
         if hasIOS, let r = c.iosReceipt, let secret = state.receipts.peek(r, now: now), let given = c.iosSecret,
@@ -115,8 +115,8 @@ extension Emulator {
             _ = state.receipts.take(r, now: now)
             return
         }
-        if !recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError("CAPTCHA_CHECK_FAILED", "Recaptcha verification failed - MALFORMED") }
-        throw AuthError("INVALID_APP_CREDENTIAL")
+        if !recaptcha.isEmpty && play.isEmpty && !hasIOS { throw AuthError(.captchaCheckFailed, "Recaptcha verification failed - MALFORMED") }
+        throw AuthError(.invalidAppCredential)
     }
 
     /// Mints a reCAPTCHA or Play Integrity token that passes `ENFORCE` once.
@@ -133,9 +133,9 @@ extension Emulator {
     /// The app token must look like an APNs device token: at most `maxAppTokenLength` printable ASCII characters
     /// (`INVALID_APP_CREDENTIAL` otherwise, which makes the iOS SDK fall back to reCAPTCHA as in production).
     public func verifyClient(_ key: StoreKey, appToken: String?) throws(AuthError) -> String {
-        guard let appToken, !appToken.isEmpty else { throw AuthError("MISSING_IOS_APP_TOKEN") }
+        guard let appToken, !appToken.isEmpty else { throw AuthError(.missingIosAppToken) }
         guard appToken.utf8.count <= Self.maxAppTokenLength, appToken.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw AuthError("INVALID_APP_CREDENTIAL")
+            throw AuthError(.invalidAppCredential)
         }
         let now = clock.nowMillis()
         let receipt = random.token(byteCount: 32)

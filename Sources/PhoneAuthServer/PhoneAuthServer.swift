@@ -135,6 +135,7 @@ public enum PhoneAuthServer {
         }
         var policy = ConnectionPolicy()
         policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
+        policy.renderError = PhoneAuthApp.renderHTTPError
         let http = HTTPServer(
             configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy,
                                                     maxConnectionsPerPeer: settings.maxConnectionsPerPeer),

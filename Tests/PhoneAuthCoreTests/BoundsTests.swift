@@ -16,7 +16,7 @@ final class BoundsTests: XCTestCase {
     }
 
     func code(_ f: () throws -> Any) -> String? {
-        do { _ = try f(); return nil } catch let e as AuthError { return e.message } catch { return "\(error)" }
+        do { _ = try f(); return nil } catch let e as AuthError { return e.description } catch { return "\(error)" }
     }
 
     // MARK: clock

@@ -17,11 +17,11 @@ final class IdentifierTests: XCTestCase {
         XCTAssertNil(try Identifiers.tenantID(nil))
         XCTAssertNil(try Identifiers.tenantID(""))
         XCTAssertThrowsError(try Identifiers.tenantID("/../x\u{0}")) { e in
-            XCTAssertEqual((e as? AuthError)?.message, "INVALID_TENANT_ID : The tenant ID must be a valid non-empty string.")
+            XCTAssertEqual((e as? AuthError)?.description, "INVALID_TENANT_ID : The tenant ID must be a valid non-empty string.")
         }
         XCTAssertThrowsError(try Identifiers.projectID("p\u{0}")) { e in
-            XCTAssertEqual((e as? AuthError)?.status, "INVALID_ARGUMENT")
-            XCTAssertFalse((e as? AuthError)?.message.contains("\u{0}") ?? true, "the raw id is never echoed")
+            XCTAssertEqual((e as? AuthError)?.code, .invalidRequest)
+            XCTAssertFalse((e as? AuthError)?.description.contains("\u{0}") ?? true, "the raw id is never echoed")
         }
     }
 
@@ -31,7 +31,7 @@ final class IdentifierTests: XCTestCase {
             XCTAssertFalse(Identifiers.isValidLocalID(bad), bad)
             XCTAssertFalse(Identifiers.isValidMFAEnrollmentID(bad), bad)
         }
-        XCTAssertThrowsError(try Identifiers.localID("x\u{0}")) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_LOCAL_ID") }
+        XCTAssertThrowsError(try Identifiers.localID("x\u{0}")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidLocalId) }
         for ok in ["a@b", "first.last+tag@example.co.uk", "user@xn--bcher-kva.example"] { XCTAssertTrue(Identifiers.isValidEmail(ok), ok) }
         for bad in ["", "nobody", "@example.com", "a@", "a b@example.com", "a@b@c", "a@exa mple.com", "a\n@b.com", "a@b.com\u{0}", "a@.b", "a@b."] {
             XCTAssertFalse(Identifiers.isValidEmail(bad), bad)
@@ -71,7 +71,7 @@ final class IdentifierTests: XCTestCase {
     func testAdmissionValidatesAndCreatesOnlyWhenAsked() throws {
         let e = emulator()
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "p", tenantId: "/../../x\u{0}"), create: true)) {
-            XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_TENANT_ID")
+            XCTAssertEqual(($0 as? AuthError)?.code, .invalidTenantId)
         }
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "../x"), create: true))
         XCTAssertEqual(e.storeKeys.count, 1)
@@ -102,8 +102,8 @@ final class IdentifierTests: XCTestCase {
             for create in [true, false] {
                 XCTAssertThrowsError(try e.admit(key, create: create)) { error in
                     let err = error as? AuthError
-                    XCTAssertEqual(err?.code, "QUOTA_EXCEEDED")
-                    XCTAssertEqual(err?.message, "QUOTA_EXCEEDED : Too many projects: this emulator holds at most 3 (--max-projects).")
+                    XCTAssertEqual(err?.code, .quotaExceeded)
+                    XCTAssertEqual(err?.description, "QUOTA_EXCEEDED : Too many projects: this emulator holds at most 3 (--max-projects).")
                 }
             }
         }
@@ -117,7 +117,7 @@ final class IdentifierTests: XCTestCase {
         let e = emulator(maxTenants: 5)
         for i in 0..<5 { try e.admit(StoreKey(projectId: "p", tenantId: "t\(i)"), create: true) }
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "p", tenantId: "t5"), create: true)) {
-            XCTAssertEqual(($0 as? AuthError)?.message, "QUOTA_EXCEEDED : Too many tenants: a project holds at most 5 tenants.")
+            XCTAssertEqual(($0 as? AuthError)?.description, "QUOTA_EXCEEDED : Too many tenants: a project holds at most 5 tenants.")
         }
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "p", tenantId: "t5"), create: true, explicit: true))
         try e.admit(StoreKey(projectId: "p", tenantId: "t4"), create: true)  // existing
@@ -132,8 +132,7 @@ final class IdentifierTests: XCTestCase {
         _ = try e.patchConfig(StoreKey(projectId: "p"), ["tenants": ["createOnFirstUse": false]])
         XCTAssertEqual(e.config(StoreKey(projectId: "p")).toJSON()["tenants"], ["createOnFirstUse": false])
         XCTAssertThrowsError(try e.admit(StoreKey(projectId: "p", tenantId: "t"), create: true)) { error in
-            XCTAssertEqual((error as? AuthError)?.code, "TENANT_NOT_FOUND")
-            XCTAssertEqual((error as? AuthError)?.httpStatus, 404)
+            XCTAssertEqual((error as? AuthError)?.code, .tenantNotFound)
         }
         XCTAssertEqual(e.tenants(of: "p"), [])
         try e.admit(StoreKey(projectId: "p", tenantId: "t"), create: true, explicit: true)

@@ -193,9 +193,7 @@ final class InboxWaiterTests: XCTestCase {
         }
         XCTAssertThrowsError(try emulator.waitForCode(key, phone: "+15559999999", timeoutSeconds: 300) { _ in }) { e in
             let err = e as? AuthError
-            XCTAssertEqual(err?.httpStatus, 429)
-            XCTAssertEqual(err?.status, "RESOURCE_EXHAUSTED")
-            XCTAssertEqual(err?.code, "RESOURCE_EXHAUSTED")
+            XCTAssertEqual(err?.code, .resourceExhausted)
         }
         // Another project has its own allowance.
         let other = try emulator.waitForCode(StoreKey(projectId: "q"), phone: "+15559999999", timeoutSeconds: 300) { _ in }

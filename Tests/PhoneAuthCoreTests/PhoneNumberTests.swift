@@ -12,7 +12,7 @@ final class PhoneNumberTests: XCTestCase {
 
     func testErrorsAreGooglesExactStrings() {
         func message(_ raw: String?) -> String? {
-            do { _ = try PhoneNumber(parsing: raw); return nil } catch { return error.message }
+            do { _ = try PhoneNumber(parsing: raw); return nil } catch { return error.description }
         }
         XCTAssertEqual(message(nil), "INVALID_PHONE_NUMBER : Invalid format.")
         XCTAssertEqual(message(""), "INVALID_PHONE_NUMBER : Invalid format.")

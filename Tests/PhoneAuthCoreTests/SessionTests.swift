@@ -27,12 +27,12 @@ final class SessionTests: XCTestCase {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+1 650-555-4567")
         XCTAssertEqual(code(for: s), "123456")
         XCTAssertTrue(emulator.verificationCodes(key, phone: "+16505554567")[0].fictional)
-        XCTAssertThrowsError(try signIn(s, "654321")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
+        XCTAssertThrowsError(try signIn(s, "654321")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidCode) }
         guard case .signedIn(let user, let isNew, _, _) = try signIn(s, "123456") else { return XCTFail() }
         XCTAssertTrue(isNew)
         XCTAssertEqual(user.phoneNumber, "+16505554567")
         XCTAssertEqual(user.createdAt, 1_800_000_000_000)
-        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidSessionInfo) }
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
         guard case .signedIn(let again, let isNew2, _, _) = try signIn(s2, "123456") else { return XCTFail() }
         XCTAssertFalse(isNew2)
@@ -54,11 +54,11 @@ final class SessionTests: XCTestCase {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+15551234567")
         let right = code(for: s)
         for left in [2, 1, 0] {
-            XCTAssertThrowsError(try signIn(s, "x")) { XCTAssertEqual($0 as? AuthError, .invalidCode) }
+            XCTAssertThrowsError(try signIn(s, "x")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidCode) }
             XCTAssertEqual(emulator.verificationCodes(key, phone: nil).first?.attemptsLeft, Int32(left))
         }
-        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .tooManyAttempts) }
-        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual(($0 as? AuthError)?.code, .tooManyAttemptsTryLater) }
+        XCTAssertThrowsError(try signIn(s, right)) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidSessionInfo) }
     }
 
     func testSessionExpiresOnTheEmulatorClock() throws {
@@ -66,8 +66,8 @@ final class SessionTests: XCTestCase {
         clock.advance(millis: 599_999)
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
         clock.advance(millis: 1)
-        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .sessionExpired) }
-        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual(($0 as? AuthError)?.code, .sessionExpired) }
+        XCTAssertThrowsError(try signIn(s, "123456")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidSessionInfo) }
         XCTAssertNoThrow(try signIn(s2, "123456"))
     }
 
@@ -81,12 +81,12 @@ final class SessionTests: XCTestCase {
 
     func testReauthForUnknownNumberIsUserNotFound() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+15550001111")
-        XCTAssertThrowsError(try signIn(s, code(for: s), operation: "REAUTH")) { XCTAssertEqual($0 as? AuthError, .userNotFound) }
+        XCTAssertThrowsError(try signIn(s, code(for: s), operation: "REAUTH")) { XCTAssertEqual(($0 as? AuthError)?.code, .userNotFound) }
     }
 
     func testMissingFields() {
-        XCTAssertThrowsError(try signIn("", "1")) { XCTAssertEqual(($0 as? AuthError)?.code, "MISSING_SESSION_INFO") }
-        XCTAssertThrowsError(try signIn("s", "")) { XCTAssertEqual(($0 as? AuthError)?.code, "MISSING_CODE") }
+        XCTAssertThrowsError(try signIn("", "1")) { XCTAssertEqual(($0 as? AuthError)?.code, .missingSessionInfo) }
+        XCTAssertThrowsError(try signIn("s", "")) { XCTAssertEqual(($0 as? AuthError)?.code, .missingCode) }
     }
 
     func testDisabledUserCannotSignIn() throws {
@@ -95,7 +95,7 @@ final class SessionTests: XCTestCase {
         user.disabled = true
         try emulator.store(key).withLock { $0.save(user) }
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
-        XCTAssertThrowsError(try signIn(s2, "123456")) { XCTAssertEqual($0 as? AuthError, .userDisabled) }
+        XCTAssertThrowsError(try signIn(s2, "123456")) { XCTAssertEqual(($0 as? AuthError)?.code, .userDisabled) }
     }
 
     func testRefreshTokensFollowRevocationAndDeletion() throws {
@@ -106,19 +106,19 @@ final class SessionTests: XCTestCase {
         clock.advance(millis: 5000)
         user.validSince = clock.nowSeconds()
         try emulator.store(key).withLock { $0.save(user) }
-        XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual($0 as? AuthError, .tokenExpired) }
+        XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual(($0 as? AuthError)?.code, .tokenExpired) }
         let fresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertNoThrow(try emulator.redeemRefreshToken(fresh))
         try emulator.wipeAccounts(key)
-        XCTAssertThrowsError(try emulator.redeemRefreshToken(fresh)) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
-        XCTAssertThrowsError(try emulator.redeemRefreshToken("nope")) { XCTAssertEqual(($0 as? AuthError)?.code, "INVALID_REFRESH_TOKEN") }
+        XCTAssertThrowsError(try emulator.redeemRefreshToken(fresh)) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidRefreshToken) }
+        XCTAssertThrowsError(try emulator.redeemRefreshToken("nope")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidRefreshToken) }
     }
 
     func testScenarioNumbers() throws {
         _ = try emulator.patchConfig(key, ["phoneAuth": ["scenarioNumbers": ["+15005550006": ["onSend": "QUOTA_EXCEEDED"], "+15005550007": ["onSignIn": "SESSION_EXPIRED"]]]])
-        XCTAssertThrowsError(try emulator.sendVerificationCode(key, phoneNumber: "+15005550006")) { XCTAssertEqual(($0 as? AuthError)?.code, "QUOTA_EXCEEDED") }
+        XCTAssertThrowsError(try emulator.sendVerificationCode(key, phoneNumber: "+15005550006")) { XCTAssertEqual(($0 as? AuthError)?.code, .quotaExceeded) }
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+15005550007")
-        XCTAssertThrowsError(try signIn(s, code(for: s))) { XCTAssertEqual(($0 as? AuthError)?.code, "SESSION_EXPIRED") }
+        XCTAssertThrowsError(try signIn(s, code(for: s))) { XCTAssertEqual(($0 as? AuthError)?.code, .sessionExpired) }
     }
 
     func testProjectsAndTenantsAreIsolated() throws {

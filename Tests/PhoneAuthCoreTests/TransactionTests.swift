@@ -39,7 +39,7 @@ final class TransactionTests: XCTestCase {
         _ = try e.createUser(key, localId: "a", changes: c)
         _ = try e.issueRefreshToken(key, localId: "a", authTime: 1, signInProvider: "phone")
         journal.failNext.withLock { $0 = true }
-        XCTAssertThrowsError(try e.wipeAccounts(key)) { XCTAssertEqual(($0 as? AuthError)?.httpStatus, 500) }
+        XCTAssertThrowsError(try e.wipeAccounts(key)) { XCTAssertEqual(($0 as? AuthError)?.code, .internalFailure) }
         XCTAssertEqual(e.store(key).read { $0.user(phone: "+15550001111")?.localId }, "a")
         XCTAssertEqual(e.refreshTokenCount, 1)
         XCTAssertEqual(e.store(key).state.withLock { $0.undo.count }, 0)

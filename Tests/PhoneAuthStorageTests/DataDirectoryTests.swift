@@ -137,7 +137,7 @@ final class DataDirectoryTests: XCTestCase {
             let i = alphabet.firstIndex(of: session.last!)!
             let variant = String(session.dropLast()) + String(alphabet[i ^ 1])
             XCTAssertThrowsError(try e.signInWithPhoneNumber(key, sessionInfo: variant, code: "123456", temporaryProof: nil, phoneNumber: nil,
-                                                             tokenUser: nil, operation: nil)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+                                                             tokenUser: nil, operation: nil)) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidSessionInfo) }
             _ = try e.signInWithPhoneNumber(key, sessionInfo: session, code: "123456", temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
             d.close()
         }
@@ -148,6 +148,6 @@ final class DataDirectoryTests: XCTestCase {
         e.restore(snap.stores, refreshTokens: snap.refreshTokens)
         XCTAssertEqual(e.verificationCodes(key, phone: nil).count, 0, "the used session stays used after a restart")
         XCTAssertThrowsError(try e.signInWithPhoneNumber(key, sessionInfo: session, code: "123456", temporaryProof: nil, phoneNumber: nil,
-                                                         tokenUser: nil, operation: nil)) { XCTAssertEqual($0 as? AuthError, .invalidSessionInfo) }
+                                                         tokenUser: nil, operation: nil)) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidSessionInfo) }
     }
 }

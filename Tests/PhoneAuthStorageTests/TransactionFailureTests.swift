@@ -296,7 +296,7 @@ final class TransactionFailureTests: XCTestCase {
         journal.fail([2])
         var c = UserChanges()
         c.displayName = .set("changed")
-        XCTAssertThrowsError(try app.emulator.updateUser(key, localId: "keep", changes: c)) { XCTAssertEqual(($0 as? AuthError)?.httpStatus, 500) }
+        XCTAssertThrowsError(try app.emulator.updateUser(key, localId: "keep", changes: c)) { XCTAssertEqual(($0 as? AuthError)?.code, .internalFailure) }
         XCTAssertNil(app.emulator.store(key).read { $0.users["keep"]?.displayName })
         try assertMemoryEqualsDisk(app, journal, clock: clock, "after a failed direct update")
     }

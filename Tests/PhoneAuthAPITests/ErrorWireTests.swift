@@ -1,0 +1,60 @@
+import EmulatorSupport
+@testable import HTTPServer
+@testable import PhoneAuthAPI
+@testable import PhoneAuthCore
+import XCTest
+
+/// The one mapping from typed error codes to the wire: statuses, Google status names, reasons and messages.
+final class ErrorWireTests: XCTestCase {
+    func testGoogleCodesRenderAsCodeAndDetail() {
+        let w = AuthError(.invalidPhoneNumber, "TOO_SHORT").wire
+        XCTAssertEqual(w, ErrorWire(http: 400, reason: "invalid", message: "INVALID_PHONE_NUMBER : TOO_SHORT"))
+        XCTAssertEqual(w.status, "INVALID_ARGUMENT")
+        XCTAssertEqual(AuthError(.sessionExpired).wire.message, "SESSION_EXPIRED")
+    }
+
+    func testCodesWithTheirOwnStatus() {
+        XCTAssertEqual(AuthError(.tenantNotFound).wire, ErrorWire(http: 404, reason: "notFound", message: "TENANT_NOT_FOUND"))
+        XCTAssertEqual(AuthError(.tenantNotFound).wire.status, "NOT_FOUND")
+        XCTAssertEqual(AuthError(.resourceExhausted, "x").wire.http, 429)
+        XCTAssertEqual(AuthError(.resourceExhausted, "x").wire.status, "RESOURCE_EXHAUSTED")
+        XCTAssertEqual(AuthError(.permissionDenied, "no").wire.http, 403)
+        XCTAssertEqual(AuthError(.quotaExceeded).wire.http, 400, "production answers QUOTA_EXCEEDED with 400")
+    }
+
+    func testRequestLevelFailuresCarryFreeText() {
+        XCTAssertEqual(AuthError.invalidJSON("Unexpected token.").wire,
+                       ErrorWire(http: 400, reason: "parseError", message: "Invalid JSON payload received. Unexpected token."))
+        XCTAssertEqual(AuthError.invalidArgument("pageSize must be between 1 and 10000.").wire.message, "pageSize must be between 1 and 10000.")
+        XCTAssertEqual(AuthError(.missingAPIKey).wire, ErrorWire(http: 403, reason: "forbidden", message: "The request is missing a valid API key."))
+        XCTAssertEqual(AuthError(.missingCredential).wire.http, 401)
+        XCTAssertEqual(AuthError(.missingCredential).wire.status, "UNAUTHENTICATED")
+        XCTAssertEqual(AuthError(.invalidCredential).wire.reason, "authError")
+        XCTAssertEqual(AuthError(.routeNotFound).wire, ErrorWire(http: 404, reason: "notFound", message: "Not Found"))
+        XCTAssertEqual(AuthError(.methodNotAllowed).wire.http, 405)
+        XCTAssertEqual(AuthError.internalError().wire, ErrorWire(http: 500, reason: "backendError", message: "Internal error encountered."))
+        XCTAssertEqual(AuthError.internalError().wire.status, "INTERNAL")
+    }
+
+    func testScenarioCodesGetTheirStatuses() {
+        XCTAssertEqual(Emulator.scenarioError("INTERNAL_ERROR").wire.http, 500)
+        XCTAssertEqual(Emulator.scenarioError("UNAVAILABLE : try later").wire, ErrorWire(http: 503, reason: "invalid", message: "UNAVAILABLE : try later"))
+        XCTAssertEqual(Emulator.scenarioError("QUOTA_EXCEEDED").wire.http, 400)
+    }
+
+    func testTheErrorRemembersWhereItWasRaised() {
+        let e = AuthError(.userNotFound); let line = #line
+        XCTAssertEqual(e.line, UInt(line))
+        XCTAssertTrue("\(e.file)".hasSuffix("ErrorWireTests.swift"))
+        XCTAssertEqual(AuthError.invalidArgument("x").line, UInt(#line))
+    }
+
+    func testTheServersOwnFailuresRenderInTheEnvelope() throws {
+        let r = PhoneAuthApp.renderHTTPError(HTTPParseError(status: 431, message: "Request header fields too large."))
+        XCTAssertEqual(r.status, 431)
+        let json = try JSONParser.parse(r.body)
+        XCTAssertEqual(json["error"]?["status"], "OUT_OF_RANGE")
+        XCTAssertEqual(json["error"]?["code"], 431)
+        XCTAssertEqual(json["error"]?["message"], "Request header fields too large.")
+    }
+}
