@@ -30,7 +30,7 @@ enum BatchAccounts {
         let force = try call.bool("force") ?? false
         var errors: [JSON] = []
         for (i, id) in ids.enumerated() {
-            let user = app.emulator.store(key).read { $0.users[id] }
+            let user = app.emulator.existingStore(key)?.read { $0.users[id] }
             guard let user else { continue }
             if !force && !user.disabled {
                 errors.append(["index": .int(i), "localId": .string(id), "message": "NOT_DISABLED : Disable the account before batch deletion."])
@@ -44,8 +44,8 @@ enum BatchAccounts {
     }
 
     static func query(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let key = try call.storeKey()
-        var users = app.emulator.store(key).read { Array($0.users.values) }
+        let key = try call.readStoreKey()
+        var users = app.emulator.existingStore(key)?.read { Array($0.users.values) } ?? []
         if let expr = call.body["expression"]?.arrayValue, !expr.isEmpty {
             // Each expression matches by userId, else email, else phoneNumber: sets make it O(users + expressions).
             var ids = Set<String>(), emails = Set<String>(), phones = Set<String>()
@@ -129,7 +129,7 @@ enum BatchAccounts {
                 c.passwordHash = v
                 c.passwordRevokesTokens = false
             }
-            let exists = app.emulator.store(key).read { $0.users[localId] != nil }
+            let exists = app.emulator.existingStore(key)?.read { $0.users[localId] != nil } ?? false
             do {
                 if exists {
                     guard allowOverwrite else { fail("localId belongs to an existing account"); continue }

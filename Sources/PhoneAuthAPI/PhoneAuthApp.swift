@@ -49,10 +49,13 @@ public final class PhoneAuthApp: HTTPResponder {
         // The browser boundary, before any handler runs (so a refused request has no effect).
         var protected = seen.authorization
         if case .route(let r) = match, r.access.isProtected { protected = true }
+        // A request from a web page whose origin is not allowed ("foreign") may still use the client-facing endpoints,
+        // but creates no tenants and, with unsigned tokens, may not present an ID token (see `makeCall`).
+        let foreignOrigin: Bool
         switch boundary.verdict(hosts: seen.hosts, origins: seen.origins, protected: protected) {
         case .refuseHost: return refuse(.hostNotAllowed, host: true, request, seen)
         case .refuseOrigin: return refuse(.originNotAllowed, host: false, request, seen)
-        case .allow: break
+        case .allow(_, let trusted): foreignOrigin = !seen.origins.isEmpty && !trusted
         }
         switch match {
         case .notFound:
@@ -62,22 +65,24 @@ public final class PhoneAuthApp: HTTPResponder {
         case .route(let route):
             if let pool = signingPool, route.bulk || (route.offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
-                    if let r = self.handle(request, route, context) { context.complete(r) }
+                    if let r = self.handle(request, route, context, foreignOrigin: foreignOrigin) { context.complete(r) }
                 }
                 return nil
             }
-            return handle(request, route, context)
+            return handle(request, route, context, foreignOrigin: foreignOrigin)
         }
     }
 
     /// Runs a routed request (on the loop, or on the signing pool); nil when the handler answers later.
-    func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext) -> HTTPResponse? {
+    func handle(_ request: HTTPRequest, _ route: Route, _ context: ResponseContext, foreignOrigin: Bool = false) -> HTTPResponse? {
         do {
-            var call = try makeCall(request, route) { [self] reply in context.complete(self.render(reply, for: request)) }
+            var call = try makeCall(request, route, foreignOrigin: foreignOrigin) { [self] reply in context.complete(self.render(reply, for: request)) }
             call.onClose = { context.onClose($0) }
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
+        } catch let e as AuthError where e.code == "PERMISSION_DENIED" && e.message == AuthError.unsignedTokenOriginNotAllowed.message {
+            return refuse(e, host: false, request, BoundaryHeaders(request.headers))
         } catch let e as AuthError {
             return render(error: e, for: request)
         } catch {
@@ -86,7 +91,9 @@ public final class PhoneAuthApp: HTTPResponder {
         }
     }
 
-    func makeCall(_ request: HTTPRequest, _ route: Route, complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
+    /// - Parameter foreignOrigin: the request came from a web page whose origin the boundary does not allow.
+    func makeCall(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false,
+                  complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
         let query = URLEncoding.parsePairs(request.query)
         // Credentials.
         var privileged = false
@@ -136,6 +143,13 @@ public final class PhoneAuthApp: HTTPResponder {
             }
         }
 
+        // Unsigned ID tokens (`--token-signing none`) are forgeable by anyone: a foreign web page may not present one
+        // (it could act as any user), before anything else happens. Requests without an Origin (SDKs, curl) and
+        // allowed origins keep working; `Authorization` headers are already refused for foreign origins.
+        if foreignOrigin, tokens.mode == .none, let t = body["idToken"], t != .null {
+            throw AuthError.unsignedTokenOriginNotAllowed
+        }
+
         // Project: the path's, else an admin's body targetProjectId, else the API key's.
         var projectId = emulator.defaultProjectId
         if let key = apiKey, let mapped = apiKeyProjects[key] { projectId = mapped }
@@ -150,16 +164,18 @@ public final class PhoneAuthApp: HTTPResponder {
         }
         // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
         let pathTenant = try Identifiers.tenantID(route.tenantId)
-        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request)
-        return Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                    pathTenant: pathTenant, pathParams: route.params, emulator: emulator, complete: complete)
+        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request, readOnly: route.readOnly)
+        var call = Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
+                        pathTenant: pathTenant, pathParams: route.params, emulator: emulator, complete: complete)
+        call.foreignOrigin = foreignOrigin
+        return call
     }
 
     /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
     /// to exist (cap, `tenants.createOnFirstUse`). Writes create the store here, so the caps are exact; reads
-    /// allocate nothing. The v2 tenant resource routes answer `TENANT_NOT_FOUND` themselves.
-    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest) throws(AuthError) {
-        let create = request.method != "GET" && request.method != "HEAD"
+    /// allocate nothing (GET, and read-only POSTs: lookups and queries). The v2 tenant resource routes answer `TENANT_NOT_FOUND` themselves.
+    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest, readOnly: Bool = false) throws(AuthError) {
+        let create = !readOnly && request.method != "GET" && request.method != "HEAD"
         if key.tenantId != nil && !request.path.hasPrefix("/identitytoolkit.googleapis.com/v2/") {
             try emulator.admit(key, create: create)
         } else if key.projectId != emulator.defaultProjectId {
@@ -299,6 +315,10 @@ extension AuthError {
     static let originNotAllowed = AuthError(
         "PERMISSION_DENIED",
         "Origin not allowed: the emulator API and admin calls accept browser requests only from http(s)://localhost, 127.0.0.1 and [::1] (any port), the server's own address, and origins added with --allow-origin.",
+        http: 403, reason: "forbidden")
+    static let unsignedTokenOriginNotAllowed = AuthError(
+        "PERMISSION_DENIED",
+        "Origin not allowed: with --token-signing none, ID tokens are unsigned, so requests carrying one are accepted only without an Origin or from http(s)://localhost, 127.0.0.1, [::1], the server's own address and origins added with --allow-origin.",
         http: 403, reason: "forbidden")
     static let hostNotAllowed = AuthError(
         "PERMISSION_DENIED",

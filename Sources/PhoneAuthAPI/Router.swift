@@ -46,6 +46,16 @@ struct Route: Sendable {
     /// mode, so one large request never holds an event loop (`offload` alone only applies with RS256 signing).
     var bulk = false
 
+    /// Reads through `POST` (lookups, queries): a path project or tenant that does not exist is not created.
+    var readOnly = false
+
+    /// This route, marked as read-only.
+    var reading: Route {
+        var r = self
+        r.readOnly = true
+        return r
+    }
+
     /// This route, marked as bulk work.
     var bulkWork: Route {
         var r = self
@@ -226,12 +236,12 @@ enum Router {
     static func adminOperation(_ op: String) -> (Route, String)? {
         switch op {
         case "accounts": return (Route(access: .adminPath, body: .json, offload: false, handler: SignUp.handle), "POST")
-        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: true, handler: Lookup.handle), "POST")
+        case "accounts:lookup": return (Route(access: .adminPath, body: .json, offload: true, handler: Lookup.handle).reading, "POST")
         case "accounts:update": return (Route(access: .adminPath, body: .json, offload: true, handler: UpdateAccount.handle), "POST")
         case "accounts:delete": return (Route(access: .adminPath, body: .json, offload: true, handler: DeleteAccount.handle), "POST")
         case "accounts:batchDelete": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchDelete).bulkWork, "POST")
         case "accounts:batchGet": return (Route(access: .admin, body: .none, offload: false, handler: BatchAccounts.batchGet).bulkWork, "GET")
-        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query).bulkWork, "POST")
+        case "accounts:query": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.query).bulkWork.reading, "POST")
         case "accounts:batchCreate": return (Route(access: .admin, body: .json, offload: false, handler: BatchAccounts.batchCreate).bulkWork, "POST")
         default: return nil
         }

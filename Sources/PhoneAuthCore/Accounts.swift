@@ -58,7 +58,7 @@ extension Emulator {
     /// Creates a user (admin `accounts` / client `signUp`). A given `localId` must be new (`DUPLICATE_LOCAL_ID`).
     public func createUser(_ key: StoreKey, localId: String?, changes: UserChanges) throws(AuthError) -> UserRecord {
         let now = clock.nowMillis()
-        return try store(key).withLock { s throws(AuthError) -> UserRecord in
+        return try withStore(key) { s throws(AuthError) -> UserRecord in
             try Self.checkTenantEnabled(s)
             let id: String
             if let localId {
@@ -80,7 +80,7 @@ extension Emulator {
     /// Applies `changes` to an existing user (`USER_NOT_FOUND` otherwise).
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = []) throws(AuthError) -> UserRecord {
         let now = clock.nowMillis()
-        return try store(key).withLock { s throws(AuthError) -> UserRecord in
+        return try withStore(key) { s throws(AuthError) -> UserRecord in
             guard var user = s.users[localId] else { throw AuthError.userNotFound }
             try Self.apply(changes, to: &user, in: s, now: now)
             for p in deleteProviders {
@@ -145,7 +145,7 @@ extension Emulator {
 
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working.
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
+        try withStore(key) { s throws(AuthError) in
             guard s.users[localId] != nil else { throw AuthError.userNotFound }
             s.deleteUser(localId)
             try persist([.userDeleted(key, localId)])  // deletes the user's refresh tokens on disk too
@@ -155,7 +155,8 @@ extension Emulator {
 
     /// Users sorted by localId after `pageToken`, at most `limit`.
     public func listUsers(_ key: StoreKey, after pageToken: String?, limit: Int) -> [UserRecord] {
-        store(key).read { s in
+        guard let box = existingStore(key) else { return [] }
+        return box.read { s in
             var ids = s.users.keys.sorted()
             if let t = pageToken, !t.isEmpty { ids = ids.filter { $0 > t } }
             return ids.prefix(limit).compactMap { s.users[$0] }
@@ -164,15 +165,16 @@ extension Emulator {
 
     // MARK: tenants
 
-    /// Registers a tenant (explicitly created or first referenced) and returns its settings.
+    /// A tenant's settings; nil for a project or a tenant that does not exist (nothing is created).
     public func tenantSettings(_ key: StoreKey) -> TenantSettings? {
         guard key.tenantId != nil else { return nil }
-        return store(key).read { $0.tenant }
+        return existingStore(key)?.read { $0.tenant }
     }
 
     public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
+        try withStore(key) { s throws(AuthError) in
             s.tenant = settings
+            s.implicitTenant = false
             try persist([.configSaved(key, s.config, settings)])
         }
     }

@@ -6,9 +6,12 @@ import Synchronization
 public final class StoreBox: Sendable {
     public let key: StoreKey
     let state: Locked<AuthStore>
-    init(key: StoreKey, config: ProjectConfig) {
+    /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
+    init(key: StoreKey, config: ProjectConfig, implicit: Bool = false) {
         self.key = key
-        state = Locked(AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings()))
+        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
+        store.implicitTenant = implicit && key.tenantId != nil
+        state = Locked(store)
     }
 
     /// Runs `body` with exclusive access to the store. Never call out to slow work (signing) inside.
@@ -46,6 +49,11 @@ public final class Emulator: Sendable {
     private let waiterTotal = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
     private let defaultStore: StoreBox
+    /// Long-polls on a project or tenant that does not exist (yet): they wait here, by store and number, without
+    /// creating it; a send checks this table only while it is not empty.
+    private let orphanWaiters = Locked(OrphanWaiters())
+    /// Waiters in `orphanWaiters` (read without its lock on every send).
+    private let orphanTotal = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
@@ -70,7 +78,8 @@ public final class Emulator: Sendable {
 
     /// The store for a project or tenant, created on first use. A new tenant starts with its project's config.
     /// Callers admit client-supplied keys first (`admit`): this never creates a store for an invalid id (it answers
-    /// a detached, unregistered store instead and logs the attempt), but it does not enforce the caps.
+    /// a detached, unregistered store instead and logs the attempt), but it does not enforce the caps. Only writes
+    /// call it (through `withStore`); reads use `existingStore` and answer as for an empty store.
     public func store(_ key: StoreKey) -> StoreBox {
         if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }
         if let s = stores.withLock({ $0.boxes[key] }) { return s }
@@ -83,9 +92,32 @@ public final class Emulator: Sendable {
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
             if let s = r.boxes[key] { return s }
-            let s = StoreBox(key: key, config: config)
+            let s = StoreBox(key: key, config: config, implicit: true)
             r.insert(s)
             return s
+        }
+    }
+
+    /// Runs `body` on the store for `key` (created on first use) under its lock. A store reclaimed in between (see
+    /// `reclaimTenants`) is never written: the key is looked up again, so no write lands in a detached store.
+    public func withStore<T>(_ key: StoreKey, _ body: (inout AuthStore) throws(AuthError) -> T) throws(AuthError) -> T {
+        while true {
+            let box = store(key)
+            var result: T? = nil
+            try box.withLock { s throws(AuthError) in
+                guard !s.retired else { return }
+                result = try body(&s)
+            }
+            if let result { return result }
+        }
+    }
+
+    /// `withStore` for bodies that cannot fail.
+    public func withStoreState<T>(_ key: StoreKey, _ body: (inout AuthStore) -> T) -> T {
+        while true {
+            let box = store(key)
+            let result = box.state.withLock { s -> T? in s.retired ? nil : body(&s) }
+            if let result { return result }
         }
     }
 
@@ -117,25 +149,54 @@ public final class Emulator: Sendable {
             }
         }
         let projectExists = existingStore(project) != nil
-        let check = { (r: StoreRegistry) throws(AuthError) in
+        let now = clock.nowMillis()
+        let check = { (r: inout StoreRegistry) throws(AuthError) in
             if r.boxes[project] == nil && r.projectCount >= self.maxProjects {
                 throw AuthError("QUOTA_EXCEEDED", "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
             }
             if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject {
-                throw AuthError("QUOTA_EXCEEDED", "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
+                // Tenants created on first use that hold nothing make room first (only at the cap: O(its tenants)).
+                self.reclaimTenants(of: key.projectId, in: &r, now: now)
+                if r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject {
+                    throw AuthError("QUOTA_EXCEEDED", "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
+                }
             }
         }
         guard create else {
-            try stores.withLock { r throws(AuthError) in try check(r) }
+            try stores.withLock { r throws(AuthError) in try check(&r) }
             return
         }
         let projectConfig = projectExists ? nil : initialConfigs[key.projectId] ?? ProjectConfig()
         let tenantConfig = key.tenantId == nil ? nil : config(project)
         try stores.withLock { r throws(AuthError) in
-            try check(r)
+            try check(&r)
             if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig)) }
-            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig)) }
+            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig, implicit: !explicit)) }
         }
+    }
+
+    /// Removes the project's tenants that were created on first use and hold nothing (`AuthStore.isReclaimable`),
+    /// on disk too. Runs under the registry lock, taking each store's lock inside it (the one lock order used:
+    /// nothing takes the registry lock while holding a store's). A reclaimed store is marked `retired`, so a writer
+    /// that still holds it starts over with a fresh store (`withStore`).
+    private func reclaimTenants(of projectId: String, in r: inout StoreRegistry, now: Int64) {
+        var gone: [StoreKey] = []
+        for t in r.tenants[projectId] ?? [] {
+            let key = StoreKey(projectId: projectId, tenantId: t)
+            guard let box = r.boxes[key] else { continue }
+            let reclaimed = box.state.withLock { s -> Bool in
+                guard s.isReclaimable(now: now) else { return false }
+                // Expired sessions may be on disk: the store goes from disk before memory forgets it.
+                if s.sessions.count > 0 {
+                    do { try persist([.storeDeleted(key)]) } catch { return false }
+                }
+                s.retired = true
+                return true
+            }
+            if reclaimed { gone.append(key) }
+        }
+        for key in gone { r.remove(key) }
+        if !gone.isEmpty { logger.debug("reclaimed empty tenants created on first use", [("project", projectId), ("count", String(gone.count))]) }
     }
 
     /// Forgets a store entirely (a deleted tenant); the next use starts afresh.
@@ -161,9 +222,9 @@ public final class Emulator: Sendable {
                                      clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
-        let box = store(key)
         var waiting: [CodeWaiter] = []
-        let (session, fictional) = try box.withLock { s throws(AuthError) -> (VerificationSession, Bool) in
+        let (session, fictional) = try withStore(key) { s throws(AuthError) -> (VerificationSession, Bool) in
+            waiting = []
             try Self.checkTenantEnabled(s)
             guard s.config.phoneEnabled else { throw AuthError("OPERATION_NOT_ALLOWED") }
             let settings = s.config.phoneAuth
@@ -202,6 +263,15 @@ public final class Emulator: Sendable {
             waiterTotal.wrappingSubtract(waiting.count, ordering: .relaxed)
             for w in waiting { w.fire(session) }
         }
+        // Long-polls that began before this store existed (one atomic load when there are none).
+        if orphanTotal.load(ordering: .acquiring) > 0 {
+            let orphans = orphanWaiters.withLock { $0.take(key, phone: session.phoneNumber) }
+            if !orphans.isEmpty {
+                orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
+                waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
+                for w in orphans { w.fire(session) }
+            }
+        }
         return session.sessionInfo
     }
 
@@ -212,33 +282,70 @@ public final class Emulator: Sendable {
     public var pendingWaiterCount: Int { waiterTotal.load(ordering: .relaxed) }
 
     /// The inbox long-poll: answers at once with the newest pending code for `phone`, else with the first one
-    /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread.
+    /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread. Never creates the
+    /// project or tenant: on one that does not exist yet it waits in a small side table (at most
+    /// `maxWaitersPerStore` such waiters in all), and the first send there (which creates the store) answers it.
     /// - Returns: the registered waiter (cancel it when the client goes away), or nil when answered at once.
     /// - Throws: `RESOURCE_EXHAUSTED` (429) past `maxWaitersPerStore` waiters in the store.
     @discardableResult
     public func waitForCode(_ key: StoreKey, phone: String, timeoutSeconds: Double,
                             callback: @escaping @Sendable (VerificationSession?) -> Void) throws(AuthError) -> CodeWaiter? {
-        let box = store(key)
         let waiter = CodeWaiter(phone: phone, callback: callback)
-        // Check and register under one lock, so a send cannot slip in between.
-        let newest = try box.withLock { s throws(AuthError) -> VerificationSession? in
-            if let newest = s.sessions.newest(phone: phone) { return newest }
-            guard timeoutSeconds > 0 else { return nil }
-            guard s.waiterCount < Self.maxWaitersPerStore else {
-                throw AuthError("RESOURCE_EXHAUSTED", "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).",
-                                http: 429, reason: "rateLimitExceeded")
+        let exhausted = AuthError("RESOURCE_EXHAUSTED", "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).",
+                                  http: 429, reason: "rateLimitExceeded")
+        var box: StoreBox
+        while true {
+            guard let existing = existingStore(key) else {
+                guard timeoutSeconds > 0 else { callback(nil); return nil }
+                // Registered under the registry lock, so the store cannot appear in between: a send that creates it
+                // afterwards finds this waiter in `orphanWaiters`.
+                enum Outcome { case orphan, full, exists(StoreBox) }
+                let outcome = stores.withLock { r -> Outcome in
+                    if let b = r.boxes[key] { return .exists(b) }
+                    return orphanWaiters.withLock { o -> Outcome in
+                        guard o.count < Self.maxWaitersPerStore else { return .full }
+                        o.insert(key, waiter)
+                        orphanTotal.wrappingAdd(1, ordering: .releasing)
+                        return .orphan
+                    }
+                }
+                switch outcome {
+                case .full: throw exhausted
+                case .exists: continue
+                case .orphan:
+                    waiterTotal.wrappingAdd(1, ordering: .relaxed)
+                    waiter.setCancelHook { [self] in _ = dropOrphan(key, waiter) }
+                    waiter.startTimer(seconds: timeoutSeconds) { [self] in
+                        if dropOrphan(key, waiter) { waiter.fire(nil) }
+                    }
+                    return waiter
+                }
             }
-            s.waiters[phone, default: []].append(waiter)
-            s.waiterCount += 1
-            return nil
+            box = existing
+            // Check and register under one lock, so a send cannot slip in between.
+            enum Registered { case retired, answered(VerificationSession?), waiting }
+            let outcome = try box.withLock { s throws(AuthError) -> Registered in
+                if s.retired { return .retired }
+                if let newest = s.sessions.newest(phone: phone) { return .answered(newest) }
+                guard timeoutSeconds > 0 else { return .answered(nil) }
+                guard s.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
+                s.waiters[phone, default: []].append(waiter)
+                s.waiterCount += 1
+                return .waiting
+            }
+            switch outcome {
+            case .retired: continue
+            case .answered(let session): callback(session); return nil
+            case .waiting: break
+            }
+            break
         }
-        if let newest { callback(newest); return nil }
-        guard timeoutSeconds > 0 else { callback(nil); return nil }
         waiterTotal.wrappingAdd(1, ordering: .relaxed)
+        let registeredIn = box
         // Both closures are released when the waiter finishes (fired, timed out or cancelled).
-        waiter.setCancelHook { [self] in _ = dropWaiter(box, waiter) }
+        waiter.setCancelHook { [self] in _ = dropWaiter(registeredIn, waiter) }
         waiter.startTimer(seconds: timeoutSeconds) { [self] in
-            if dropWaiter(box, waiter) { waiter.fire(nil) }
+            if dropWaiter(registeredIn, waiter) { waiter.fire(nil) }
         }
         return waiter
     }
@@ -254,6 +361,16 @@ public final class Emulator: Sendable {
             return list.count != before
         }
         if removed { waiterTotal.wrappingSubtract(1, ordering: .relaxed) }
+        return removed
+    }
+
+    /// Unregisters a waiter on a store that did not exist; true if it was still registered.
+    private func dropOrphan(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
+        let removed = orphanWaiters.withLock { $0.remove(key, w) }
+        if removed {
+            orphanTotal.wrappingSubtract(1, ordering: .releasing)
+            waiterTotal.wrappingSubtract(1, ordering: .relaxed)
+        }
         return removed
     }
 
@@ -281,8 +398,7 @@ public final class Emulator: Sendable {
     public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
                                       phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
         let now = clock.nowMillis()
-        let box = store(key)
-        return try box.withLock { s throws(AuthError) -> PhoneSignInOutcome in
+        return try withStore(key) { s throws(AuthError) -> PhoneSignInOutcome in
             try Self.checkTenantEnabled(s)
             var consumed: String? = nil
             var refresh: (String, RefreshTokenRecord)? = nil
@@ -425,7 +541,7 @@ public final class Emulator: Sendable {
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
         guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError("INVALID_REFRESH_TOKEN") }
         let now = clock.nowMillis()
-        let user = try store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)).withLock { s throws(AuthError) -> UserRecord in
+        let user = try withStore(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)) { s throws(AuthError) -> UserRecord in
             guard var u = s.users[rec.localId] else { throw AuthError.userNotFound }
             guard !u.disabled else { throw AuthError.userDisabled }
             if let vs = u.validSince, rec.issuedAt < vs { throw AuthError.tokenExpired }
@@ -453,13 +569,13 @@ public final class Emulator: Sendable {
 
     /// Merges a config JSON (the `/emulator/v1/projects/{p}/config` shape) and returns the result.
     public func patchConfig(_ key: StoreKey, _ json: JSON) throws(ConfigError) -> ProjectConfig {
-        let box = store(key)
-        var current = box.read { $0.config }
+        var current = config(key)
         try current.apply(json)
         let updated = current
         do {
-            try box.withLock { s throws(AuthError) in
+            try withStore(key) { s throws(AuthError) in
                 s.config = updated
+                s.implicitTenant = false  // configured: kept like a tenant made with the tenants API
                 try persist([.configSaved(key, updated, s.tenant)])
             }
         } catch {
@@ -469,27 +585,29 @@ public final class Emulator: Sendable {
     }
 
     public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try store(key).withLock { s throws(AuthError) in
+        try withStore(key) { s throws(AuthError) in
             s.config = config
+            s.implicitTenant = false
             try persist([.configSaved(key, config, s.tenant)])
         }
     }
 
-    /// Every pending code (optionally one number's) in creation order. O(result).
+    /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none
+    /// (and is not created: reads never allocate).
     public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
-        store(key).read { $0.pendingSessions(phone: phone) }
+        existingStore(key)?.read { $0.pendingSessions(phone: phone) } ?? []
     }
 
     /// One page of pending codes in creation order: sequence above `after`, at most `limit`. O(limit), plus the
     /// number's earlier sessions when paging one number.
     public func verificationCodes(_ key: StoreKey, phone: String?, after: UInt64?, limit: Int) -> SessionPage {
-        store(key).read { $0.pendingSessions(phone: phone, after: after, limit: limit) }
+        existingStore(key)?.read { $0.pendingSessions(phone: phone, after: after, limit: limit) } ?? SessionPage(sessions: [], nextAfter: nil)
     }
 
     /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.
     @discardableResult
     public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) -> Int {
-        store(key).state.withLock { s in
+        withStoreState(key) { s in
             let before = s.sessions.count
             if let phone {
                 let gone = s.sessions.removeAll(phone: phone)
@@ -504,7 +622,7 @@ public final class Emulator: Sendable {
 
     /// Deletes every user of a store (the official `DELETE /emulator/v1/projects/{p}/accounts`).
     public func wipeAccounts(_ key: StoreKey) {
-        store(key).state.withLock { s in
+        withStoreState(key) { s in
             s.users.removeAll()
             s.phoneIndex.removeAll()
             s.temporaryProofs.removeAll()
@@ -572,5 +690,34 @@ struct StoreRegistry: Sendable {
         } else {
             projectCount -= 1
         }
+    }
+}
+
+/// Long-polls on stores that do not exist yet, by store and number.
+struct OrphanWaiters: Sendable {
+    var byKey: [StoreKey: [String: [CodeWaiter]]] = [:]
+    var count = 0
+
+    mutating func insert(_ key: StoreKey, _ w: CodeWaiter) {
+        byKey[key, default: [:]][w.phone, default: []].append(w)
+        count += 1
+    }
+
+    mutating func take(_ key: StoreKey, phone: String) -> [CodeWaiter] {
+        guard let list = byKey[key]?.removeValue(forKey: phone) else { return [] }
+        if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        count -= list.count
+        return list
+    }
+
+    mutating func remove(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
+        guard var list = byKey[key]?[w.phone] else { return false }
+        let before = list.count
+        list.removeAll { $0 === w }
+        guard list.count != before else { return false }
+        byKey[key]?[w.phone] = list.isEmpty ? nil : list
+        if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        count -= before - list.count
+        return true
     }
 }

@@ -48,6 +48,8 @@ extension Emulator {
         for snap in stores {
             let box = store(snap.key)
             box.state.withLock { s in
+                // A tenant without a stored config or settings was created on first use (configuring one stores both).
+                s.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
                 if let c = snap.config { s.config = c }
                 if let t = snap.tenant { s.tenant = t }
                 for u in snap.users { s.save(u) }

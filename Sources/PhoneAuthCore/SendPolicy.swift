@@ -125,7 +125,7 @@ extension Emulator {
         let prefix = type == .recaptcha ? "emu-recaptcha-" : "emu-play-integrity-"
         let token = prefix + random.token(byteCount: 32)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { $0.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
+        withStoreState(key) { $0.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
         return (token, exp)
     }
 
@@ -141,7 +141,7 @@ extension Emulator {
         let receipt = random.token(byteCount: 32)
         let secret = random.token(byteCount: 12)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { s in
+        withStoreState(key) { s in
             s.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
             s.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
                                         expiresAt: exp, now: now)
@@ -149,9 +149,10 @@ extension Emulator {
         return receipt
     }
 
-    /// Recorded pushes whose receipts have not expired, oldest first (at most `CredentialState.maxPushes`).
+    /// Recorded pushes whose receipts have not expired, oldest first (at most `CredentialState.maxPushes`). A store
+    /// that does not exist has none (and is not created).
     public func pushNotifications(_ key: StoreKey) -> [PushNotification] {
         let now = clock.nowMillis()
-        return store(key).read { $0.credentials.pushes.values(now: now) }
+        return existingStore(key)?.read { $0.credentials.pushes.values(now: now) } ?? []
     }
 }
