@@ -38,8 +38,8 @@ enum BatchAccounts {
     }
 
     static func query(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let key = try call.storeKey()
-        var users = app.emulator.store(key).read { Array($0.users.values) }
+        let key = try call.readStoreKey()
+        var users = app.emulator.existingStore(key)?.read { Array($0.users.values) } ?? []
         if let expr = call.body["expression"]?.arrayValue, !expr.isEmpty {
             // Each expression matches by userId, else email, else phoneNumber: sets make it O(users + expressions).
             var ids = Set<String>(), emails = Set<String>(), phones = Set<String>()

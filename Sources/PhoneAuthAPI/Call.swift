@@ -21,6 +21,9 @@ struct Call: Sendable {
     let complete: @Sendable (Reply) -> Void
     /// Registers what to run if the client goes away before a deferred call is answered (`ResponseContext.onClose`).
     var onClose: @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in }
+    /// From a web page whose `Origin` the browser boundary does not allow: it may use existing tenants but never
+    /// creates one (a page could otherwise fill the per-project tenant cap, persistently with `--data-dir`).
+    var foreignOrigin = false
 
     func queryValue(_ name: String) -> String? { query.last(where: { $0.0 == name })?.1 }
     func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
@@ -81,7 +84,22 @@ struct Call: Sendable {
         let bodyTenant = try Identifiers.tenantID(try string("tenantId"))
         if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError(.tenantIdMismatch) }
         guard let t = pathTenant ?? bodyTenant else { return nil }
-        try emulator.admit(StoreKey(projectId: projectId, tenantId: t), create: true)
+        let key = StoreKey(projectId: projectId, tenantId: t)
+        if foreignOrigin, emulator.existingStore(key) == nil {
+            _ = try Identifiers.projectID(projectId)
+            throw AuthError.tenantNotCreatedForForeignOrigin
+        }
+        try emulator.admit(key, create: true)
+        return t
+    }
+
+    /// `tenant()` for calls that only read: validated and checked the same way (`TENANT_NOT_FOUND` when tenants are
+    /// not created on first use), but nothing is created; a missing tenant reads as an empty one.
+    func readTenant() throws(AuthError) -> String? {
+        let bodyTenant = try Identifiers.tenantID(try string("tenantId"))
+        if let p = pathTenant, let b = bodyTenant, p != b { throw AuthError(.tenantIdMismatch) }
+        guard let t = pathTenant ?? bodyTenant else { return nil }
+        try emulator.admit(StoreKey(projectId: projectId, tenantId: t), create: false)
         return t
     }
 
@@ -94,6 +112,9 @@ struct Call: Sendable {
     }
 
     func storeKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try tenant()) }
+
+    /// `storeKey()` for reads: creates nothing.
+    func readStoreKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try readTenant()) }
 }
 
 /// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.
@@ -119,4 +140,11 @@ struct Reply: Sendable {
         self.contentType = contentType
         self.headers = headers
     }
+}
+
+extension AuthError {
+    /// A foreign web page named a tenant that does not exist (404, as any missing tenant).
+    static let tenantNotCreatedForForeignOrigin = AuthError(
+        .tenantNotFound,
+        "Tenants are created on first use only by requests without an Origin header or from an allowed origin (localhost, 127.0.0.1, [::1], the server's own address, --allow-origin); create it with the tenants API.")
 }

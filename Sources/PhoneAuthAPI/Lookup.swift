@@ -8,16 +8,16 @@ enum Lookup {
         var o: JSONObject = ["kind": "identitytoolkit#GetAccountInfoResponse"]
         let idToken = try call.string("idToken")
         if let idToken, !idToken.isEmpty {
-            let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.tenant())
+            let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.readTenant())
             o["users"] = [UserJSON.render(user)]
             return Reply(.object(o))
         }
         guard call.privileged else { throw AuthError(.missingIdToken) }
-        let key = try call.storeKey()
+        let key = try call.readStoreKey()
         let localIds = try call.strings("localId")
         let phones = try call.strings("phoneNumber")
         let emails = Set(try call.strings("email").map { $0.lowercased() })  // a set: users × emails was O(n·m)
-        let users = app.emulator.store(key).read { s -> [UserRecord] in
+        let users = app.emulator.existingStore(key)?.read { s -> [UserRecord] in
             var seen = Set<String>()
             var out: [UserRecord] = []
             func add(_ u: UserRecord?) { if let u, seen.insert(u.localId).inserted { out.append(u) } }
@@ -25,7 +25,7 @@ enum Lookup {
             for p in phones { add((try? PhoneNumber(parsing: p)).flatMap { s.user(phone: $0.e164) }) }
             if !emails.isEmpty { for u in s.users.values where u.email.map({ emails.contains($0.lowercased()) }) ?? false { add(u) } }
             return out
-        }
+        } ?? []
         if !users.isEmpty { o["users"] = .array(users.map(UserJSON.render)) }
         return Reply(.object(o))
     }

@@ -55,10 +55,13 @@ public final class PhoneAuthApp: HTTPResponder {
         // The browser boundary, before any handler runs (so a refused request has no effect).
         var protected = seen.authorization
         if case .route(let r) = match, r.access.isProtected { protected = true }
+        // A request from a web page whose origin is not allowed ("foreign") may still use the client-facing endpoints,
+        // but creates no tenants and, with unsigned tokens, may not present an ID token (see `makeCall`).
+        let foreignOrigin: Bool
         switch boundary.verdict(hosts: seen.hosts, origins: seen.origins, protected: protected) {
         case .refuseHost: return refuse(.hostNotAllowed, host: true, request, seen)
         case .refuseOrigin: return refuse(.originNotAllowed, host: false, request, seen)
-        case .allow: break
+        case .allow(_, let trusted): foreignOrigin = !seen.origins.isEmpty && !trusted
         }
         switch match {
         case .notFound:
@@ -68,28 +71,29 @@ public final class PhoneAuthApp: HTTPResponder {
         case .route(let route):
             if let pool = signingPool, route.run == .bulk || (route.run == .offload && tokens.mode == .rs256) {
                 pool.submit { [self] in
-                    if let r = self.handle(request, route, deliver: deliver, onClose: onClose) { deliver(r) }
+                    if let r = self.handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) { deliver(r) }
                 }
                 return nil
             }
-            return handle(request, route, deliver: deliver, onClose: onClose)
+            return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose)
         }
     }
 
     /// Runs a routed request (on the loop, or on the signing pool); nil when the answer comes later through `deliver`.
+    /// `foreignOrigin`: the request came from a web page whose origin the boundary does not allow (see `makeCall`).
     ///
     /// With a journal (`--data-dir`) every answer, success or error, waits until what the request wrote or read is
     /// durable (see PhoneAuthCore/Transaction.swift): the handler runs inside a `DurabilityScope`, and if its
     /// tickets are still being committed the answer is delivered later from the journal's committer thread, so no
     /// event loop and no pool thread ever waits for the disk. A rolled-back commit turns the answer into a 500.
-    func handle(_ request: HTTPRequest, _ route: Route, deliver: @escaping @Sendable (HTTPResponse) -> Void,
+    func handle(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false, deliver: @escaping @Sendable (HTTPResponse) -> Void,
                 onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
-        guard emulator.journal != nil else { return run(request, route, deliver: deliver, onClose: onClose) }
+        guard emulator.journal != nil else { return run(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) }
         let scope = DurabilityScope()
         let durable: @Sendable (HTTPResponse) -> Void = { [self] response in
             if let now = afterDurable(scope, request, response, deliver: deliver) { deliver(now) }
         }
-        let response = DurabilityScope.$current.withValue(scope) { run(request, route, deliver: durable, onClose: onClose) }
+        let response = DurabilityScope.$current.withValue(scope) { run(request, route, foreignOrigin: foreignOrigin, deliver: durable, onClose: onClose) }
         guard let response else { return nil }
         return afterDurable(scope, request, response, deliver: deliver)
     }
@@ -114,14 +118,16 @@ public final class PhoneAuthApp: HTTPResponder {
         }
     }
 
-    private func run(_ request: HTTPRequest, _ route: Route, deliver: @escaping @Sendable (HTTPResponse) -> Void,
+    private func run(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool, deliver: @escaping @Sendable (HTTPResponse) -> Void,
                      onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
         do {
-            var call = try makeCall(request, route) { [self] reply in deliver(self.render(reply, for: request)) }
+            var call = try makeCall(request, route, foreignOrigin: foreignOrigin) { [self] reply in deliver(self.render(reply, for: request)) }
             call.onClose = onClose
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
+        } catch let e as AuthError where e.code == .permissionDenied && e.detail == AuthError.unsignedTokenOriginNotAllowed.detail {
+            return refuse(e, host: false, request, BoundaryHeaders(request.headers))
         } catch let e as AuthError {
             if e.code == .internalFailure {
                 logger.error("internal error", [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
@@ -134,7 +140,9 @@ public final class PhoneAuthApp: HTTPResponder {
         }
     }
 
-    func makeCall(_ request: HTTPRequest, _ route: Route, complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
+    /// - Parameter foreignOrigin: the request came from a web page whose origin the boundary does not allow.
+    func makeCall(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false,
+                  complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
         let query = URLEncoding.parsePairs(request.query)
         // Credentials.
         var privileged = false
@@ -184,6 +192,13 @@ public final class PhoneAuthApp: HTTPResponder {
             }
         }
 
+        // Unsigned ID tokens (`--token-signing none`) are forgeable by anyone: a foreign web page may not present one
+        // (it could act as any user), before anything else happens. Requests without an Origin (SDKs, curl) and
+        // allowed origins keep working; `Authorization` headers are already refused for foreign origins.
+        if foreignOrigin, tokens.mode == .none, let t = body["idToken"], t != .null {
+            throw AuthError.unsignedTokenOriginNotAllowed
+        }
+
         // Project: the path's, else an admin's body targetProjectId, else the API key's.
         var projectId = emulator.defaultProjectId
         if let key = apiKey, let mapped = apiKeyProjects[key] { projectId = mapped }
@@ -198,16 +213,19 @@ public final class PhoneAuthApp: HTTPResponder {
         }
         // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
         let pathTenant = try Identifiers.tenantID(route.params.tenant)
-        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request)
-        return Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                    pathTenant: pathTenant, legacy: route.legacy, emulator: emulator, complete: complete)
+        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request, readOnly: route.readOnly)
+        var call = Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
+                        pathTenant: pathTenant, legacy: route.legacy, emulator: emulator, complete: complete)
+        call.foreignOrigin = foreignOrigin
+        return call
     }
 
     /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
     /// to exist (cap, `tenants.createOnFirstUse`). Writes create the store here, so the caps are exact; reads
-    /// allocate nothing. The v2 tenant resource routes answer `TENANT_NOT_FOUND` themselves.
-    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest) throws(AuthError) {
-        let create = request.method != "GET" && request.method != "HEAD"
+    /// (`RouteRow.readOnly`: every GET, and the POST lookups and queries) allocate nothing. The v2 tenant resource
+    /// routes answer `TENANT_NOT_FOUND` themselves.
+    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest, readOnly: Bool) throws(AuthError) {
+        let create = !readOnly
         if key.tenantId != nil && !request.path.hasPrefix("/identitytoolkit.googleapis.com/v2/") {
             try emulator.admit(key, create: create)
         } else if key.projectId != emulator.defaultProjectId {
@@ -346,6 +364,9 @@ extension AuthError {
     static let originNotAllowed = AuthError(
         .permissionDenied,
         "Origin not allowed: the emulator API and admin calls accept browser requests only from http(s)://localhost, 127.0.0.1 and [::1] (any port), the server's own address, and origins added with --allow-origin.")
+    static let unsignedTokenOriginNotAllowed = AuthError(
+        .permissionDenied,
+        "Origin not allowed: with --token-signing none, ID tokens are unsigned, so requests carrying one are accepted only without an Origin or from http(s)://localhost, 127.0.0.1, [::1], the server's own address and origins added with --allow-origin.")
     static let hostNotAllowed = AuthError(
         .permissionDenied,
         "Host not allowed: the emulator answers requests addressed to an IP address, localhost, or a name added with --allow-host (DNS rebinding protection).")

@@ -92,18 +92,23 @@ struct RouteRow: Sendable {
     /// The iOS SDK's v3 name: the row is also served at `/www.googleapis.com/identitytoolkit/v3/relyingparty/<v3>`,
     /// where `Route.legacy` is set (replies carry `kind`).
     let v3: String?
+    /// Never creates a project or tenant: a path project or tenant (or a body `tenantId`, through
+    /// `Call.readStoreKey`) that does not exist reads as an empty one. Every `GET` row is read-only; a `POST` row that
+    /// only reads (lookups, queries) says so with `readOnly: true`.
+    let readOnly: Bool
     /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
     let doc: String
     let handler: Handler
 
     init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,
-         _ doc: String, _ handler: @escaping Handler) {
+         readOnly: Bool = false, _ doc: String, _ handler: @escaping Handler) {
         self.method = method
         self.template = template
         self.access = access
         self.body = body
         self.run = run
         self.v3 = v3
+        self.readOnly = readOnly || method == "GET"
         self.doc = doc
         self.handler = handler
     }
@@ -121,6 +126,7 @@ struct Route: Sendable {
     var access: Access { row.access }
     var body: BodyKind { row.body }
     var run: Execution { row.run }
+    var readOnly: Bool { row.readOnly }
     var handler: Handler { row.handler }
 }
 
@@ -139,7 +145,7 @@ enum Router {
                  "start a verification, `{sessionInfo}`", SendVerificationCode.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPhoneNumber", .client, .json, .offload, v3: "verifyPhoneNumber",
                  "sign in / sign up; link and re-auth with `idToken`; `temporaryProof` conflicts", SignInWithPhoneNumber.handle),
-        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:lookup", .client, .json, .offload, v3: "getAccountInfo",
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:lookup", .client, .json, .offload, v3: "getAccountInfo", readOnly: true,
                  "the user of an `idToken` (admin: by `localId[]`, `phoneNumber[]`, `email[]`)", Lookup.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp", .client, .json, .offload, v3: "signupNewUser",
                  "anonymous users", SignUp.handle),
@@ -161,7 +167,7 @@ enum Router {
         // Admin API (`Bearer owner`). An empty tenant (`tenants//…`, as firebase-tools import sends) is the top-level project.
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts", .adminPath, .json, .loop,
                  "create a user", SignUp.handle),
-        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup", .adminPath, .json, .offload,
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup", .adminPath, .json, .offload, readOnly: true,
                  "users by `localId[]`, `phoneNumber[]`, `email[]`", Lookup.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:update", .adminPath, .json, .offload,
                  "update a user (claims, `disableUser`, `validSince`, …)", UpdateAccount.handle),
@@ -171,7 +177,7 @@ enum Router {
                  "delete users (`localIds`, `force`)", BatchAccounts.batchDelete),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchGet", .admin, .none, .bulk,
                  "list users (`?maxResults=&nextPageToken=`)", BatchAccounts.batchGet),
-        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query", .admin, .json, .bulk,
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query", .admin, .json, .bulk, readOnly: true,
                  "query users (`expression`, `sortBy`, `order`, `offset`, `limit`)", BatchAccounts.query),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchCreate", .admin, .json, .bulk,
                  "import users; `tenants//accounts:batchCreate` is the top-level project", BatchAccounts.batchCreate),

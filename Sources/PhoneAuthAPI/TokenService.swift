@@ -134,9 +134,7 @@ public final class TokenService: Sendable {
         // Times are whole seconds within what a timestamp can express (0 … year 9999); anything else, including
         // numbers beyond Int64, is a malformed token, never arithmetic on a huge value.
         func seconds(_ v: JSON?) -> Int64? { v?.int64Value.flatMap { (0...Timestamp.maxSeconds).contains($0) ? $0 : nil } }
-        guard let sub = p["sub"]?.stringValue ?? p["user_id"]?.stringValue, !sub.isEmpty,
-            let iat = seconds(p["iat"]), let exp = seconds(p["exp"])
-        else { throw AuthError(.invalidIdToken) }
+        guard let sub = Self.subject(p), let iat = seconds(p["iat"]), let exp = seconds(p["exp"]) else { throw AuthError(.invalidIdToken) }
         let authTime: Int64
         if let raw = p["auth_time"] {
             guard let t = seconds(raw) else { throw AuthError(.invalidIdToken) }
@@ -152,6 +150,17 @@ public final class TokenService: Sendable {
         return TokenIdentity(
             projectId: projectId, tenantId: fb?["tenant"]?.stringValue, localId: sub, issuedAt: iat,
             authTime: authTime, signInProvider: fb?["sign_in_provider"]?.stringValue ?? "phone")
+    }
+
+    /// The uid a token names, as firebase-admin and google-auth require it in every mode: `sub` a non-empty string of
+    /// at most 128 characters; `user_id`, when present, the same string. Nil otherwise (`INVALID_ID_TOKEN`): a
+    /// token without `sub` is never accepted through `user_id` alone.
+    static func subject(_ claims: JSONObject) -> String? {
+        guard case .string(let sub)? = claims["sub"], !sub.isEmpty, sub.unicodeScalars.count <= 128 else { return nil }
+        if let uid = claims["user_id"] {
+            guard case .string(let u) = uid, u == sub else { return nil }
+        }
+        return sub
     }
 
     /// `{kid: PEM certificate}` as Google's x509 metadata endpoint.

@@ -58,7 +58,7 @@ extension Emulator {
     /// Creates a user (admin `accounts` / client `signUp`). A given `localId` must be new (`DUPLICATE_LOCAL_ID`).
     public func createUser(_ key: StoreKey, localId: String?, changes: UserChanges) throws(AuthError) -> UserRecord {
         let now = clock.nowMillis()
-        return try transaction(store(key)) { tx throws(AuthError) -> UserRecord in
+        return try transaction(key) { tx throws(AuthError) -> UserRecord in
             try Self.checkTenantEnabled(tx.store)
             let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
             tx.save(user)
@@ -87,7 +87,7 @@ extension Emulator {
     public func signUp(_ key: StoreKey, changes: UserChanges) throws(AuthError) -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
         let now = clock.nowMillis()
         let authTime = clock.nowSeconds()
-        return try transaction(store(key)) { tx throws(AuthError) in
+        return try transaction(key) { tx throws(AuthError) in
             try Self.checkTenantEnabled(tx.store)
             var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
             let provider = user.isAnonymous ? "anonymous" : "password"
@@ -118,7 +118,7 @@ extension Emulator {
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = [],
                            refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
-        return try transaction(store(key)) { tx throws(AuthError) -> (UserRecord, String?) in
+        return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
             guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
             try Self.apply(changes, to: &user, in: tx.store, now: now)
             for p in deleteProviders {
@@ -143,7 +143,7 @@ extension Emulator {
     public func importUsers(_ key: StoreKey, _ items: [(index: Int, localId: String, changes: UserChanges)],
                             allowOverwrite: Bool) throws(AuthError) -> [(index: Int, error: AuthError)] {
         let now = clock.nowMillis()
-        return try transaction(store(key)) { tx throws(AuthError) -> [(index: Int, error: AuthError)] in
+        return try transaction(key) { tx throws(AuthError) -> [(index: Int, error: AuthError)] in
             var problems: [(index: Int, error: AuthError)] = []
             for item in items {
                 do throws(AuthError) {
@@ -212,7 +212,7 @@ extension Emulator {
 
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
-        try transaction(store(key)) { tx throws(AuthError) in
+        try transaction(key) { tx throws(AuthError) in
             guard tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
         }
     }
@@ -220,7 +220,7 @@ extension Emulator {
     /// Deletes users in one transaction; absent ones are skipped. Without `force`, enabled users are kept and
     /// returned with their index (`accounts:batchDelete`'s `NOT_DISABLED`).
     public func deleteUsers(_ key: StoreKey, localIds: [String], force: Bool) throws(AuthError) -> [(index: Int, localId: String)] {
-        try transaction(store(key)) { tx throws(AuthError) -> [(index: Int, localId: String)] in
+        try transaction(key) { tx throws(AuthError) -> [(index: Int, localId: String)] in
             var notDisabled: [(index: Int, localId: String)] = []
             for (i, id) in localIds.enumerated() {
                 guard let user = tx.store.users[id] else { continue }
@@ -236,7 +236,8 @@ extension Emulator {
 
     /// Users sorted by localId after `pageToken`, at most `limit`.
     public func listUsers(_ key: StoreKey, after pageToken: String?, limit: Int) -> [UserRecord] {
-        store(key).read { s in
+        guard let box = existingStore(key) else { return [] }
+        return box.read { s in
             var ids = s.users.keys.sorted()
             if let t = pageToken, !t.isEmpty { ids = ids.filter { $0 > t } }
             return ids.prefix(limit).compactMap { s.users[$0] }
@@ -245,21 +246,21 @@ extension Emulator {
 
     // MARK: tenants
 
-    /// Registers a tenant (explicitly created or first referenced) and returns its settings.
+    /// A tenant's settings; nil for a project or a tenant that does not exist (nothing is created).
     public func tenantSettings(_ key: StoreKey) -> TenantSettings? {
         guard key.tenantId != nil else { return nil }
-        return store(key).read { $0.tenant }
+        return existingStore(key)?.read { $0.tenant }
     }
 
     public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
-        try transaction(store(key)) { tx throws(AuthError) in tx.setConfig(tx.store.config, tenant: settings) }
+        try transaction(key) { tx throws(AuthError) in tx.setConfig(tx.store.config, tenant: settings) }
     }
 
     /// Read-modify-write of a tenant's config and settings in one transaction. `creating`: the tenant was just
     /// admitted for this call (`POST …/tenants`): a failed commit unregisters it, and so does an error from `body`.
     public func updateTenant<T>(_ key: StoreKey, creating: Bool,
                                 _ body: (inout ProjectConfig, inout TenantSettings) throws(AuthError) -> T) throws(AuthError) -> T {
-        try transaction(store(key)) { tx throws(AuthError) -> T in
+        try transaction(key) { tx throws(AuthError) -> T in
             if creating { tx.markCreated() }
             var config = tx.store.config, tenant = tx.store.tenant ?? TenantSettings()
             let result: T

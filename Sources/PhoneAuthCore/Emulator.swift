@@ -10,10 +10,13 @@ public final class StoreBox: Sendable {
     /// Orders and commits journal changes (`--data-dir`); nil: in memory only.
     let committer: JournalCommitter?
 
-    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?) {
+    /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false) {
         self.key = key
         self.committer = committer
-        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())))
+        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
+        store.implicitTenant = implicit && key.tenantId != nil
+        state = Locked(GuardedStore(store: store))
     }
 
     /// Raw exclusive access to the store, outside any transaction: nothing is journaled or rolled back. For
@@ -56,18 +59,40 @@ public final class StoreBox: Sendable {
         return committer.wait(p.ticket, generation: p.generation)
     }
 
+    /// What `attempt` did.
+    enum Attempt<T> {
+        case ran(T)
+        /// The store had left the registry (see Transaction.swift): the body did not run. `implicit`: it was a tenant
+        /// created on first use (reclaimed, or deleted), so a write may start over with a fresh store.
+        case removed(implicit: Bool)
+    }
+
     /// Runs `body` as one transaction (see Transaction.swift): changes recorded through `tx` reach memory at once and
     /// the journal together; a failed commit rolls them back. An error thrown by `body` does not undo what it recorded
     /// before throwing (a consumed attempt stays consumed): those changes commit, then the error is thrown.
+    /// `TENANT_NOT_FOUND` if the store was removed from the registry (`Emulator.transaction(_ key:)` starts over instead).
     func transaction<T>(_ refreshTokens: Locked<RefreshTokenIndex>, _ registry: Locked<StoreRegistry>,
                         _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
+        switch try attempt(refreshTokens, registry, body) {
+        case .ran(let value): return value
+        case .removed: throw AuthError(.tenantNotFound)
+        }
+    }
+
+    /// `transaction`, reporting a removed store instead of failing.
+    func attempt<T>(_ refreshTokens: Locked<RefreshTokenIndex>, _ registry: Locked<StoreRegistry>,
+                    _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> Attempt<T> {
         var after: [@Sendable () -> Void] = []
         var dep: UInt64 = 0
         var generation: UInt64 = 0
-        let result = state.withLock { g -> Result<T, AuthError> in
-            if g.removed { return .failure(AuthError(.tenantNotFound)) }
+        var removedImplicit = false
+        let outcome = state.withLock { g -> Result<T, AuthError>? in
+            if g.removed {
+                removedImplicit = g.store.implicitTenant
+                return nil
+            }
             let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
-                var tx = StoreTransaction(key: key, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
+                var tx = StoreTransaction(box: self, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
                 let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
                 return (r, tx)
             }
@@ -89,6 +114,7 @@ public final class StoreBox: Sendable {
             after = tx.afterCommit
             return result
         }
+        guard let result = outcome else { return .removed(implicit: removedImplicit) }
         if let c = committer, dep != 0, !c.isSettled(dep, generation: generation) {
             if let scope = DurabilityScope.current {
                 scope.note(dep, generation: generation)
@@ -103,7 +129,7 @@ public final class StoreBox: Sendable {
         } else {
             for h in after { h() }
         }
-        return try result.get()
+        return .ran(try result.get())
     }
 }
 
@@ -137,6 +163,11 @@ public final class Emulator: Sendable {
     private let waiterTotal = Atomic<Int>(0)
     /// The default project's store, reachable without the registry lock (the hot path).
     private let defaultStore: StoreBox
+    /// Long-polls on a project or tenant that does not exist (yet): they wait here, by store and number, without
+    /// creating it; a send checks this table only while it is not empty.
+    private let orphanWaiters = Locked(OrphanWaiters())
+    /// Waiters in `orphanWaiters` (read without its lock on every send).
+    private let orphanTotal = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
@@ -164,9 +195,11 @@ public final class Emulator: Sendable {
     public static let defaultMaxProjects = 5000
     public static let defaultMaxTenantsPerProject = 1000
 
-    /// The store for a project or tenant, created on first use. A new tenant starts with its project's config.
-    /// Callers admit client-supplied keys first (`admit`): this never creates a store for an invalid id (it answers
-    /// a detached, unregistered store instead and logs the attempt), but it does not enforce the caps.
+    /// The store for a project or tenant, created on first use (a tenant made here is implicit: see
+    /// `AuthStore.implicitTenant`). A new tenant starts with its project's config. Callers admit client-supplied keys
+    /// first (`admit`): this never creates a store for an invalid id (it answers a detached, unregistered store
+    /// instead and logs the attempt), but it does not enforce the caps. Only writes call it (through
+    /// `transaction(_ key:_:)`); reads use `existingStore` and answer as for an empty store.
     public func store(_ key: StoreKey) -> StoreBox {
         if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }
         if let s = stores.withLock({ $0.boxes[key] }) { return s }
@@ -179,7 +212,7 @@ public final class Emulator: Sendable {
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
             if let s = r.boxes[key] { return s }
-            let s = StoreBox(key: key, config: config, committer: committer)
+            let s = StoreBox(key: key, config: config, committer: committer, implicit: true)
             r.insert(s)
             return s
         }
@@ -213,30 +246,82 @@ public final class Emulator: Sendable {
             }
         }
         let projectExists = existingStore(project) != nil
-        let check = { (r: StoreRegistry) throws(AuthError) in
-            if r.boxes[project] == nil && r.projectCount >= self.maxProjects {
-                throw AuthError(.quotaExceeded, "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
+        let projectConfig = create && !projectExists ? initialConfigs[key.projectId] ?? ProjectConfig() : nil
+        let tenantConfig = create && key.tenantId != nil ? config(project) : nil
+        // Checks the caps and, with `create`, registers the stores. False: the project's tenant cap is reached.
+        let attempt = { () throws(AuthError) -> Bool in
+            try self.stores.withLock { r throws(AuthError) -> Bool in
+                if r.boxes[project] == nil && r.projectCount >= self.maxProjects {
+                    throw AuthError(.quotaExceeded, "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
+                }
+                if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject { return false }
+                if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: self.committer)) }
+                if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig {
+                    r.insert(StoreBox(key: key, config: tenantConfig, committer: self.committer, implicit: !explicit))
+                }
+                return true
             }
-            if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject {
-                throw AuthError(.quotaExceeded, "Too many tenants: a project holds at most \(self.maxTenantsPerProject) tenants.")
-            }
         }
-        guard create else {
-            try stores.withLock { r throws(AuthError) in try check(r) }
-            return
+        if try attempt() { return }
+        // At the cap, tenants created on first use that hold nothing make room first (O(the project's tenants), only
+        // at the cap), then the admission is tried once more.
+        if try reclaimTenants(of: key.projectId) > 0, try attempt() { return }
+        throw AuthError(.quotaExceeded, "Too many tenants: a project holds at most \(maxTenantsPerProject) tenants.")
+    }
+
+    /// Removes the project's tenants that were created on first use and hold nothing (`AuthStore.isReclaimable`):
+    /// each in its own transaction (`StoreTransaction.reclaimIfEmpty`), so it leaves the journal with its memory
+    /// (rolled back together if the commit fails) and a request's reply waits until that is durable. The registry
+    /// lock is not held meanwhile (transactions take it inside a store's lock). A writer that still holds a reclaimed
+    /// store starts over with a fresh one (`transaction(_ key:_:)`). Returns how many were reclaimed.
+    func reclaimTenants(of projectId: String) throws(AuthError) -> Int {
+        let now = clock.nowMillis()
+        let boxes = stores.withLock { r in
+            (r.tenants[projectId] ?? []).compactMap { r.boxes[StoreKey(projectId: projectId, tenantId: $0)] }
         }
-        let projectConfig = projectExists ? nil : initialConfigs[key.projectId] ?? ProjectConfig()
-        let tenantConfig = key.tenantId == nil ? nil : config(project)
-        try stores.withLock { r throws(AuthError) in
-            try check(r)
-            if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: committer)) }
-            if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig { r.insert(StoreBox(key: key, config: tenantConfig, committer: committer)) }
+        var reclaimed = 0
+        for box in boxes {
+            let attempt = try box.attempt(refreshTokens, stores) { tx throws(AuthError) -> Bool in tx.reclaimIfEmpty(now: now) }
+            if case .ran(true) = attempt { reclaimed += 1 }
         }
+        if reclaimed > 0 {
+            logger.debug("reclaimed empty tenants created on first use", [("project", projectId), ("count", String(reclaimed))])
+        }
+        return reclaimed
     }
 
     /// Runs `body` as one transaction on `box` (see `StoreBox.transaction` and Transaction.swift).
     public func transaction<T>(_ box: StoreBox, _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
         try box.transaction(refreshTokens, stores, body)
+    }
+
+    /// Runs `body` as one transaction on the store for `key`, created on first use: the way writes reach a store.
+    /// If that store leaves the registry before the transaction holds its lock (see Transaction.swift), the body has
+    /// not run: for a tenant created on first use (reclaimed at the cap, or deleted) the write starts over with the
+    /// store registered now, a fresh one; for an explicit tenant deleted meanwhile it fails with `TENANT_NOT_FOUND`.
+    public func transaction<T>(_ key: StoreKey, _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
+        try transaction(key, startingWith: store(key), body)
+    }
+
+    /// `transaction(_ key:_:)` starting with `box`, a store looked up earlier (tests hold a stale one here).
+    func transaction<T>(_ key: StoreKey, startingWith box: StoreBox, _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> T {
+        var box = box
+        while true {
+            switch try box.attempt(refreshTokens, stores, body) {
+            case .ran(let value): return value
+            case .removed(implicit: true): box = store(key)
+            case .removed(implicit: false): throw AuthError(.tenantNotFound)
+            }
+        }
+    }
+
+    /// Changes non-durable state (minted credentials, receipts, pushes) of the store for `key`, created on first use,
+    /// under its lock: nothing is journaled. A store removed from the registry meanwhile is never written: the key is
+    /// looked up again.
+    func withLiveStore<T>(_ key: StoreKey, _ body: (inout AuthStore) -> T) -> T {
+        while true {
+            if let result = store(key).state.withLock({ g -> T? in g.removed ? nil : body(&g.store) }) { return result }
+        }
     }
 
     /// A journal commit failed and the change was rolled back (the reply is a 500).
@@ -270,8 +355,7 @@ public final class Emulator: Sendable {
                                      clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
-        let box = store(key)
-        let (session, fictional) = try transaction(box) { tx throws(AuthError) -> (VerificationSession, Bool) in
+        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
             try Self.checkTenantEnabled(tx.store)
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
             let settings = tx.store.config.phoneAuth
@@ -295,7 +379,13 @@ public final class Emulator: Sendable {
             // Long-polls for this number: one hash lookup, none at all when nobody waits. They are answered once the
             // session is durable, never with a code a failed commit rolls back.
             if !tx.store.waiters.isEmpty, tx.store.waiters[phone.e164] != nil {
+                let box = tx.box
                 tx.onCommit { [self] in fireWaiters(box, session) }
+            }
+            // Long-polls that began before this store existed (one atomic load when there are none): the store is
+            // registered by now, so no more can join them; answered on the same terms.
+            if orphanTotal.load(ordering: .acquiring) > 0 {
+                tx.onCommit { [self] in fireOrphans(key, session) }
             }
             return (session, preset != nil)
         }
@@ -319,6 +409,15 @@ public final class Emulator: Sendable {
         for w in waiting { w.fire(session) }
     }
 
+    /// Answers the long-polls that began on `key` before its store existed and wait for `session`'s number.
+    private func fireOrphans(_ key: StoreKey, _ session: VerificationSession) {
+        let orphans = orphanWaiters.withLock { $0.take(key, phone: session.phoneNumber) }
+        guard !orphans.isEmpty else { return }
+        orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
+        waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
+        for w in orphans { w.fire(session) }
+    }
+
     /// At most this many `verificationCodes:wait` long-polls per project (or tenant) at once.
     public static let maxWaitersPerStore = 1000
 
@@ -326,40 +425,75 @@ public final class Emulator: Sendable {
     public var pendingWaiterCount: Int { waiterTotal.load(ordering: .relaxed) }
 
     /// The inbox long-poll: answers at once with the newest pending code for `phone`, else with the first one
-    /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread.
+    /// created within `timeoutSeconds` (nil after the timeout). Never blocks the calling thread. A code is revealed
+    /// only once its session is durable (at once: the reply depends on the store's pending commit; later: waiters are
+    /// fired by the send's commit hook). Never creates the project or tenant: on one that does not exist yet it waits
+    /// in a small side table (at most `maxWaitersPerStore` such waiters in all), and the first send there (which
+    /// creates the store) answers it.
     /// - Returns: the registered waiter (cancel it when the client goes away), or nil when answered at once.
-    /// - Throws: `RESOURCE_EXHAUSTED` (429) past `maxWaitersPerStore` waiters in the store.
+    /// - Throws: `RESOURCE_EXHAUSTED` (429) past `maxWaitersPerStore` waiters in the store (or on missing stores).
     @discardableResult
     public func waitForCode(_ key: StoreKey, phone: String, timeoutSeconds: Double,
                             callback: @escaping @Sendable (VerificationSession?) -> Void) throws(AuthError) -> CodeWaiter? {
-        let box = store(key)
         let waiter = CodeWaiter(phone: phone, callback: callback)
-        // Check and register under one lock, so a send cannot slip in between.
-        var pending: (ticket: UInt64, generation: UInt64) = (0, 0)
-        let newest = try box.state.withLock { g throws(AuthError) -> VerificationSession? in
-            if let newest = g.store.sessions.newest(phone: phone) {
-                pending = box.pending(g)
-                return newest
+        let exhausted = AuthError(.resourceExhausted, "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).")
+        var box: StoreBox
+        while true {
+            guard let existing = existingStore(key) else {
+                guard timeoutSeconds > 0 else { callback(nil); return nil }
+                // Registered under the registry lock, so the store cannot appear in between: a send on the store
+                // created afterwards finds this waiter in `orphanWaiters`.
+                enum Outcome { case orphan, full, exists }
+                let outcome = stores.withLock { r -> Outcome in
+                    if r.boxes[key] != nil { return .exists }
+                    return orphanWaiters.withLock { o -> Outcome in
+                        guard o.count < Self.maxWaitersPerStore else { return .full }
+                        o.insert(key, waiter)
+                        orphanTotal.wrappingAdd(1, ordering: .releasing)
+                        return .orphan
+                    }
+                }
+                switch outcome {
+                case .full: throw exhausted
+                case .exists: continue
+                case .orphan:
+                    waiterTotal.wrappingAdd(1, ordering: .relaxed)
+                    waiter.setCancelHook { [self] in _ = dropOrphan(key, waiter) }
+                    waiter.startTimer(seconds: timeoutSeconds) { [self] in
+                        if dropOrphan(key, waiter) { waiter.fire(nil) }
+                    }
+                    return waiter
+                }
             }
-            guard timeoutSeconds > 0 else { return nil }
-            guard g.store.waiterCount < Self.maxWaitersPerStore else {
-                throw AuthError(.resourceExhausted, "Too many verificationCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).")
+            box = existing
+            // Check and register under one lock, so a send cannot slip in between.
+            enum Registered { case removed, answered(VerificationSession, (ticket: UInt64, generation: UInt64)), none, waiting }
+            let outcome = try box.state.withLock { g throws(AuthError) -> Registered in
+                if g.removed { return .removed }  // deleted or reclaimed meanwhile: look the key up again
+                if let newest = g.store.sessions.newest(phone: phone) { return .answered(newest, box.pending(g)) }
+                guard timeoutSeconds > 0 else { return .none }
+                guard g.store.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
+                g.store.waiters[phone, default: []].append(waiter)
+                g.store.waiterCount += 1
+                return .waiting
             }
-            g.store.waiters[phone, default: []].append(waiter)
-            g.store.waiterCount += 1
-            return nil
+            switch outcome {
+            case .removed: continue
+            case .answered(let newest, let pending):
+                guard box.depend(on: pending) else { throw Emulator.notDurable }
+                callback(newest)
+                return nil
+            case .none: callback(nil); return nil
+            case .waiting: break
+            }
+            break
         }
-        if let newest {
-            guard box.depend(on: pending) else { throw Emulator.notDurable }
-            callback(newest)
-            return nil
-        }
-        guard timeoutSeconds > 0 else { callback(nil); return nil }
         waiterTotal.wrappingAdd(1, ordering: .relaxed)
+        let registeredIn = box
         // Both closures are released when the waiter finishes (fired, timed out or cancelled).
-        waiter.setCancelHook { [self] in _ = dropWaiter(box, waiter) }
+        waiter.setCancelHook { [self] in _ = dropWaiter(registeredIn, waiter) }
         waiter.startTimer(seconds: timeoutSeconds) { [self] in
-            if dropWaiter(box, waiter) { waiter.fire(nil) }
+            if dropWaiter(registeredIn, waiter) { waiter.fire(nil) }
         }
         return waiter
     }
@@ -378,6 +512,16 @@ public final class Emulator: Sendable {
         return removed
     }
 
+    /// Unregisters a waiter on a store that did not exist; true if it was still registered.
+    private func dropOrphan(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
+        let removed = orphanWaiters.withLock { $0.remove(key, w) }
+        if removed {
+            orphanTotal.wrappingSubtract(1, ordering: .releasing)
+            waiterTotal.wrappingSubtract(1, ordering: .relaxed)
+        }
+        return removed
+    }
+
     /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`); ErrorWire gives it its HTTP status.
     static func scenarioError(_ text: String) -> AuthError {
         if let r = text.firstRange(of: " : ") {
@@ -393,9 +537,8 @@ public final class Emulator: Sendable {
     public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
                                       phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
         let now = clock.nowMillis()
-        let box = store(key)
         // One transaction: the consumed session, the user and its refresh token commit together or not at all.
-        return try transaction(box) { tx throws(AuthError) -> PhoneSignInOutcome in
+        return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
             try Self.checkTenantEnabled(tx.store)
             func signedIn(_ user: UserRecord, isNewUser: Bool) -> PhoneSignInOutcome {
                 tx.save(user)
@@ -496,7 +639,7 @@ public final class Emulator: Sendable {
     /// inside the transaction that saves the user).
     public func issueRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) throws(AuthError) -> String {
         let (token, rec) = newRefreshToken(key, localId: localId, authTime: authTime, signInProvider: signInProvider)
-        try transaction(store(key)) { tx throws(AuthError) in tx.insertRefreshToken(token, rec) }
+        try transaction(key) { tx throws(AuthError) in tx.insertRefreshToken(token, rec) }
         return token
     }
 
@@ -523,7 +666,7 @@ public final class Emulator: Sendable {
     public func redeemRefreshToken(_ token: String) throws(AuthError) -> (RefreshTokenRecord, UserRecord) {
         guard let rec = refreshTokens.withLock({ $0.byToken[token] }) else { throw AuthError(.invalidRefreshToken) }
         let now = clock.nowMillis()
-        let user = try transaction(store(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId))) { tx throws(AuthError) -> UserRecord in
+        let user = try transaction(StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)) { tx throws(AuthError) -> UserRecord in
             guard var u = tx.store.users[rec.localId] else { throw AuthError(.userNotFound) }
             guard !u.disabled else { throw AuthError(.userDisabled) }
             if let vs = u.validSince, rec.issuedAt < vs { throw AuthError(.tokenExpired) }
@@ -544,7 +687,7 @@ public final class Emulator: Sendable {
     public func patchConfig(_ key: StoreKey, _ json: JSON) throws(ConfigError) -> ProjectConfig {
         let outcome: Result<ProjectConfig, ConfigError>
         do throws(AuthError) {
-            outcome = try transaction(store(key)) { tx throws(AuthError) -> Result<ProjectConfig, ConfigError> in
+            outcome = try transaction(key) { tx throws(AuthError) -> Result<ProjectConfig, ConfigError> in
                 var updated = tx.store.config
                 do throws(ConfigError) { try updated.apply(json) } catch { return .failure(error) }
                 tx.setConfig(updated)
@@ -559,7 +702,7 @@ public final class Emulator: Sendable {
     /// Read-modify-write of a store's config and tenant settings in one transaction: `body` sees the current values
     /// and may change both (or throw, changing nothing).
     public func updateConfig<T>(_ key: StoreKey, _ body: (inout ProjectConfig, inout TenantSettings?) throws(AuthError) -> T) throws(AuthError) -> T {
-        try transaction(store(key)) { tx throws(AuthError) -> T in
+        try transaction(key) { tx throws(AuthError) -> T in
             var config = tx.store.config, tenant = tx.store.tenant
             let result = try body(&config, &tenant)
             if config != tx.store.config || tenant != tx.store.tenant { tx.setConfig(config, tenant: tenant) }
@@ -568,29 +711,30 @@ public final class Emulator: Sendable {
     }
 
     public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try transaction(store(key)) { tx throws(AuthError) in tx.setConfig(config) }
+        try transaction(key) { tx throws(AuthError) in tx.setConfig(config) }
     }
 
-    /// Every pending code (optionally one number's) in creation order. O(result).
+    /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none
+    /// (and is not created: reads never allocate).
     public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
-        store(key).read { $0.pendingSessions(phone: phone) }
+        existingStore(key)?.read { $0.pendingSessions(phone: phone) } ?? []
     }
 
     /// One page of pending codes in creation order: sequence above `after`, at most `limit`. O(limit), plus the
     /// number's earlier sessions when paging one number.
     public func verificationCodes(_ key: StoreKey, phone: String?, after: UInt64?, limit: Int) -> SessionPage {
-        store(key).read { $0.pendingSessions(phone: phone, after: after, limit: limit) }
+        existingStore(key)?.read { $0.pendingSessions(phone: phone, after: after, limit: limit) } ?? SessionPage(sessions: [], nextAfter: nil)
     }
 
     /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.
     @discardableResult
     public func clearVerificationCodes(_ key: StoreKey, phone: String? = nil) throws(AuthError) -> Int {
-        try transaction(store(key)) { tx throws(AuthError) -> Int in tx.clearSessions(phone: phone) }
+        try transaction(key) { tx throws(AuthError) -> Int in tx.clearSessions(phone: phone) }
     }
 
     /// Deletes every user of a store and their refresh tokens (the official `DELETE /emulator/v1/projects/{p}/accounts`).
     public func wipeAccounts(_ key: StoreKey) throws(AuthError) {
-        try transaction(store(key)) { tx throws(AuthError) in tx.wipeUsers() }
+        try transaction(key) { tx throws(AuthError) in tx.wipeUsers() }
     }
 }
 
@@ -662,5 +806,34 @@ struct StoreRegistry: Sendable {
         } else {
             projectCount -= 1
         }
+    }
+}
+
+/// Long-polls on stores that do not exist yet, by store and number.
+struct OrphanWaiters: Sendable {
+    var byKey: [StoreKey: [String: [CodeWaiter]]] = [:]
+    var count = 0
+
+    mutating func insert(_ key: StoreKey, _ w: CodeWaiter) {
+        byKey[key, default: [:]][w.phone, default: []].append(w)
+        count += 1
+    }
+
+    mutating func take(_ key: StoreKey, phone: String) -> [CodeWaiter] {
+        guard let list = byKey[key]?.removeValue(forKey: phone) else { return [] }
+        if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        count -= list.count
+        return list
+    }
+
+    mutating func remove(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
+        guard var list = byKey[key]?[w.phone] else { return false }
+        let before = list.count
+        list.removeAll { $0 === w }
+        guard list.count != before else { return false }
+        byKey[key]?[w.phone] = list.isEmpty ? nil : list
+        if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        count -= before - list.count
+        return true
     }
 }

@@ -41,6 +41,8 @@ extension Emulator {
         for snap in stores {
             let box = store(snap.key)
             box.state.withLock { g in
+                // A tenant without a stored config or settings was created on first use (configuring one stores both).
+                g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
                 if let c = snap.config { g.store.config = c }
                 if let t = snap.tenant { g.store.tenant = t }
                 for u in snap.users { g.store.save(u) }

@@ -148,6 +148,11 @@ public struct AuthStore: Sendable {
     var waiters: [String: [CodeWaiter]] = [:]
     /// How many waiters are registered in `waiters` (capped by `Emulator.maxWaitersPerStore`).
     var waiterCount = 0
+    /// A tenant created on first use by a client request (not by the tenants API, and never configured). Such a
+    /// tenant is reclaimed when its project reaches the tenant cap while it holds nothing (`isReclaimable`). Derived
+    /// from durable state: configuring a tenant stores its config and settings (`StoreTransaction.setConfig` clears
+    /// the flag, a rollback restores it), and a journal restore marks tenants without either implicit.
+    public internal(set) var implicitTenant = false
 
     public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
         self.config = config
@@ -179,5 +184,18 @@ public struct AuthStore: Sendable {
     public func pendingSessions(phone: String?, after: UInt64?, limit: Int) -> SessionPage {
         if let phone { return sessions.page(phone: phone, after: after, limit: limit) }
         return sessions.page(after: after, limit: limit)
+    }
+
+    /// Sessions `isReclaimable` inspects one by one; a tenant with more pending sessions is never reclaimed.
+    static let reclaimSessionScan = 32
+
+    /// An implicit tenant with no users, no live pending codes, no waiters and no live app credentials: dropping it
+    /// loses nothing a client could observe (reads of a missing tenant answer as for an empty one). O(1) amortised.
+    mutating func isReclaimable(now: Int64) -> Bool {
+        guard implicitTenant, users.isEmpty, waiterCount == 0, sessions.count <= Self.reclaimSessionScan else { return false }
+        credentials.minted.sweep(now: now)
+        credentials.receipts.sweep(now: now)
+        guard credentials.minted.isEmpty, credentials.receipts.isEmpty else { return false }
+        return sessions.values.allSatisfy { s in s.expiresAt.map { now >= $0 } ?? false }
     }
 }

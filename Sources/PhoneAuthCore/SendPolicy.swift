@@ -125,7 +125,7 @@ extension Emulator {
         let prefix = type == .recaptcha ? "emu-recaptcha-" : "emu-play-integrity-"
         let token = prefix + random.token(byteCount: 32)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { $0.store.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
+        withLiveStore(key) { $0.credentials.minted.insert(token, type, expiresAt: exp, now: now) }
         return (token, exp)
     }
 
@@ -141,17 +141,18 @@ extension Emulator {
         let receipt = random.token(byteCount: 32)
         let secret = random.token(byteCount: 12)
         let exp = now + Self.credentialLifetimeMillis
-        store(key).state.withLock { g in
-            g.store.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
-            g.store.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
+        withLiveStore(key) { s in
+            s.credentials.receipts.insert(receipt, secret, expiresAt: exp, now: now)
+            s.credentials.pushes.insert(receipt, PushNotification(appToken: appToken, receipt: receipt, secret: secret, createdAt: now),
                                         expiresAt: exp, now: now)
         }
         return receipt
     }
 
-    /// Recorded pushes whose receipts have not expired, oldest first (at most `CredentialState.maxPushes`).
+    /// Recorded pushes whose receipts have not expired, oldest first (at most `CredentialState.maxPushes`). A store
+    /// that does not exist has none (and is not created).
     public func pushNotifications(_ key: StoreKey) -> [PushNotification] {
         let now = clock.nowMillis()
-        return store(key).read { $0.credentials.pushes.values(now: now) }
+        return existingStore(key)?.read { $0.credentials.pushes.values(now: now) } ?? []
     }
 }

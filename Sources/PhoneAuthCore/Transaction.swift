@@ -34,6 +34,13 @@ import Synchronization
 // write queued while the previous one was written, and no thread waits for the disk. The price is the dependency
 // tracking above; it is exercised by TransactionFailureTests (every commit of a scripted mix failing in turn).
 //
+// A store can leave the registry while a writer that looked it up waits for its lock: a deleted tenant (the tenants
+// API) or an empty tenant created on first use, reclaimed at the project's tenant cap (`Emulator.reclaimTenants`, a
+// transaction like any other: `StoreTransaction.reclaimIfEmpty`). Either way `GuardedStore.removed` is set under the
+// lock and no transaction runs on it again. The keyed `Emulator.transaction(_ key:_:)` then starts over with the store
+// registered now (a fresh one) when the removed store was a tenant created on first use, and fails with
+// `TENANT_NOT_FOUND` when it was an explicit tenant, so no write ever lands in a detached store.
+//
 // Without a journal there are no tickets, no undo entries and no waiting: a transaction is the lock and the body.
 // Hooks registered with `onCommit` run on the committer thread (or inline): they must never wait for the journal.
 //
@@ -46,7 +53,7 @@ enum Undo: Sendable {
     case users([String: UserRecord], [String: String])
     case session(SessionID, VerificationSession?)
     case sessions(SessionTable)
-    case config(ProjectConfig, TenantSettings?)
+    case config(ProjectConfig, TenantSettings?, implicit: Bool)
     case refreshTokenAdded(String)
     case refreshTokensRemoved([(String, RefreshTokenRecord)])
     case storeRemoved
@@ -60,7 +67,8 @@ struct GuardedStore: Sendable {
     var undo: [(ticket: UInt64, entries: [Undo])] = []
     /// The newest ticket of a transaction on this store (0: none pending). A reader depends on it.
     var lastTicket: UInt64 = 0
-    /// Removed from the registry (a deleted tenant): transactions refuse to run on it.
+    /// Removed from the registry (a deleted or reclaimed tenant, or a failed create): transactions never run on it
+    /// (`StoreBox.attempt` reports it; see "A store can leave the registry" above).
     var removed = false
 }
 
@@ -70,6 +78,8 @@ struct GuardedStore: Sendable {
 /// transaction's body: never let it escape.
 public struct StoreTransaction {
     public let key: StoreKey
+    /// The store this transaction runs on (hooks that run after the commit find it here).
+    let box: StoreBox
     private let p: UnsafeMutablePointer<AuthStore>
     private let refreshTokens: Locked<RefreshTokenIndex>
     /// Record changes and undo entries (a journal exists).
@@ -81,8 +91,9 @@ public struct StoreTransaction {
     /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
     var afterCommit: [@Sendable () -> Void] = []
 
-    init(key: StoreKey, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
-        self.key = key
+    init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
+        self.key = box.key
+        self.box = box
         self.p = store
         self.refreshTokens = refreshTokens
         self.journaled = journaled
@@ -201,14 +212,16 @@ public struct StoreTransaction {
 
     // MARK: config
 
-    /// Replaces the config (and, for a tenant, its settings) in one durable change.
+    /// Replaces the config (and, for a tenant, its settings) in one durable change. A configured tenant is kept like
+    /// one made with the tenants API (never reclaimed), here and after a restart (its config is on disk).
     public mutating func setConfig(_ config: ProjectConfig, tenant: TenantSettings?) {
         if journaled {
-            undo.append(.config(p.pointee.config, p.pointee.tenant))
+            undo.append(.config(p.pointee.config, p.pointee.tenant, implicit: p.pointee.implicitTenant))
             changes.append(.configSaved(key, config, tenant))
         }
         p.pointee.config = config
         p.pointee.tenant = tenant
+        p.pointee.implicitTenant = false
     }
 
     public mutating func setConfig(_ config: ProjectConfig) { setConfig(config, tenant: p.pointee.tenant) }
@@ -238,6 +251,14 @@ public struct StoreTransaction {
             undo.append(.storeRemoved)
             changes.append(.storeDeleted(key))
         }
+    }
+
+    /// Deletes the store, as `deleteStore` (from the journal too: expired sessions may be on disk), if it is an empty
+    /// tenant created on first use (`AuthStore.isReclaimable`). True if it did.
+    mutating func reclaimIfEmpty(now: Int64) -> Bool {
+        guard p.pointee.isReclaimable(now: now) else { return false }
+        deleteStore()
+        return true
     }
 
     /// Runs `body` once the changes are durable (never if the commit fails), outside the store lock.
@@ -454,9 +475,10 @@ final class JournalCommitter: Sendable {
             g.store.phoneIndex = phones
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
-        case .config(let c, let t):
+        case .config(let c, let t, let implicit):
             g.store.config = c
             g.store.tenant = t
+            g.store.implicitTenant = implicit
         case .refreshTokenAdded(let token): refreshTokens.withLock { $0.remove(token) }
         case .refreshTokensRemoved(let tokens): refreshTokens.withLock { m in for (t, r) in tokens { m.insert(t, r) } }
         case .storeRemoved:
