@@ -67,9 +67,9 @@ final class TransactionFailureTests: XCTestCase {
         return ["p": config]
     }
 
-    func makeApp(_ journal: (any StateJournal)?, clock: EmulatorClock) -> PhoneAuthApp {
+    func makeApp(_ journal: (any StateJournal)?, clock: EmulatorClock, maxTenants: Int = Emulator.defaultMaxTenantsPerProject) -> PhoneAuthApp {
         let emulator = Emulator(defaultProjectId: "p", projectConfigs: Self.configs, clock: clock, random: SeededRandom(seed: 7),
-                                logger: Logger(label: "t", level: .critical), journal: journal)
+                                logger: Logger(label: "t", level: .critical), journal: journal, maxTenantsPerProject: maxTenants)
         return PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: .none, initialKey: nil), signingPool: nil,
                             logger: Logger(label: "t", level: .critical))
     }
@@ -115,15 +115,22 @@ final class TransactionFailureTests: XCTestCase {
         var sessions: [VerificationSession]
         var config: ProjectConfig
         var tenant: TenantSettings?
-        var description: String { "users \(users.map(\.localId)), sessions \(sessions.map(\.sessionInfo)), tenant \(String(describing: tenant?.displayName))" }
+        /// Created on first use and never configured (reclaimable when empty): restored from what the journal holds.
+        var implicit: Bool
+        var description: String {
+            "users \(users.map(\.localId)), sessions \(sessions.map(\.sessionInfo)), tenant \(String(describing: tenant?.displayName)), implicit \(implicit)"
+        }
     }
 
     static func view(_ e: Emulator, _ key: StoreKey) -> StoreView {
         guard let box = e.existingStore(key) else {
-            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings())
+            // What a first use would create.
+            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings(),
+                             implicit: key.tenantId != nil)
         }
         return box.read { s in
-            StoreView(users: s.users.values.sorted { $0.localId < $1.localId }, sessions: s.pendingSessions(), config: s.config, tenant: s.tenant)
+            StoreView(users: s.users.values.sorted { $0.localId < $1.localId }, sessions: s.pendingSessions(), config: s.config, tenant: s.tenant,
+                      implicit: s.implicitTenant)
         }
     }
 
@@ -192,6 +199,13 @@ final class TransactionFailureTests: XCTestCase {
         let ts = try step("tenant send", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505551111","tenantId":"\#(tid)"}"#)
         _ = try step("tenant sign-in", "POST", itk + "signInWithPhoneNumber?key=k",
                      #"{"sessionInfo":"\#(ts["sessionInfo"]?.stringValue ?? "x")","code":"111111","tenantId":"\#(tid)"}"#)
+        // A tenant created on first use fills the cap (2: see the test); once its code expired, a request naming a new
+        // tenant reclaims it, through the journal (its expired session is on disk). A read does it here, so each
+        // request makes one commit (a send would make two, the reclaim's and its own, sometimes batched as one).
+        _ = try step("tenant created on first use", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+15551230002","tenantId":"first-use"}"#)
+        _ = try step("clock advance", "POST", "/emulator/v1/clock:advance", #"{"seconds":601}"#)
+        _ = try step("reclaim at the cap", "GET", "/emulator/v1/projects/p/tenants/second-use/verificationCodes")
+        _ = try step("new tenant after the reclaim", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+15551230003","tenantId":"second-use"}"#)
         _ = try step("clear codes", "DELETE", "/emulator/v1/projects/p/verificationCodes")
         _ = try step("tenant delete", "DELETE", "/identitytoolkit.googleapis.com/v2/projects/p/tenants/\(tid)", admin: true)
         _ = try step("send again", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
@@ -207,10 +221,16 @@ final class TransactionFailureTests: XCTestCase {
         var commits = 0
         do {
             let journal = FlakyJournal(try DataDirectory(path: dir + "/clean"))
-            let app = makeApp(journal, clock: clock)
+            let app = makeApp(journal, clock: clock, maxTenants: 2)
             try script(app) { name, status in
                 expected[name] = status
                 try assertMemoryEqualsDisk(app, journal, clock: clock, "clean: " + name)
+                if name == "tenant created on first use" { XCTAssertTrue(app.emulator.tenants(of: "p").contains("first-use")) }
+                if name == "reclaim at the cap" {
+                    XCTAssertFalse(app.emulator.tenants(of: "p").contains("first-use"), "reclaimed")
+                    XCTAssertFalse(app.emulator.tenants(of: "p").contains("second-use"), "a read creates nothing")
+                }
+                if name == "new tenant after the reclaim" { XCTAssertEqual(app.emulator.tenants(of: "p").count, 2) }
             }
             commits = journal.calls
             journal.inner.close()
@@ -219,11 +239,13 @@ final class TransactionFailureTests: XCTestCase {
         XCTAssertEqual(expected.values.filter { $0 == 500 }.count, 0)
         XCTAssertEqual(expected["sign-in"], 200)
         XCTAssertEqual(expected["tenant sign-in"], 200)
+        XCTAssertEqual(expected["reclaim at the cap"], 200)
+        XCTAssertEqual(expected["new tenant after the reclaim"], 200)
         XCTAssertEqual(expected["wrong code (an attempt consumed)"], 400)
         for n in 1...commits {
             let journal = FlakyJournal(try DataDirectory(path: dir + "/fail-\(n)"))
             journal.fail([n])
-            let app = makeApp(journal, clock: clock)
+            let app = makeApp(journal, clock: clock, maxTenants: 2)
             var failures = 0
             try script(app) { name, status in
                 if status == 500 { failures += 1 }
@@ -284,6 +306,27 @@ final class TransactionFailureTests: XCTestCase {
         for q in queued { XCTAssertEqual(q.wait().0, 200) }
         XCTAssertEqual(journal.batches, [1, 20], "twenty sends of one project in one commit")
         try assertMemoryEqualsDisk(app, journal, clock: clock, "after the group commit")
+    }
+
+    /// A write naming a new tenant at the cap reclaims an empty tenant created on first use in its own transaction:
+    /// the reclaim reaches the journal before the reply, and if its commit fails the reply is a 500 and memory is
+    /// rolled back to what the journal holds (the reclaimed tenant is back).
+    func testAReclaimByAWriteIsJournaledAndRolledBackWithItsCommit() throws {
+        let itk = "/identitytoolkit.googleapis.com/v1/accounts:"
+        for failing in [false, true] {
+            let clock = EmulatorClock(fixedAtMillis: 1_800_000_000_000)
+            let journal = FlakyJournal(try DataDirectory(path: dir + "/reclaim-\(failing)"))
+            let app = makeApp(journal, clock: clock, maxTenants: 1)
+            let (s0, _) = call(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+15551230002","tenantId":"a"}"#)
+            XCTAssertEqual(s0, 200)
+            XCTAssertTrue(clock.advance(millis: 601_000))
+            if failing { journal.fail([journal.calls + 1]) }  // the reclaim's commit (the send's may share it)
+            let (s1, body) = call(app, "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+15551230003","tenantId":"b"}"#)
+            XCTAssertEqual(s1, failing ? 500 : 200, body.serializedString)
+            XCTAssertEqual(app.emulator.tenants(of: "p").contains("a"), failing, "reclaimed unless its commit failed")
+            try assertMemoryEqualsDisk(app, journal, clock: clock, "after a reclaim (commit failing: \(failing))")
+            journal.inner.close()
+        }
     }
 
     /// Outside a request (start-up import, direct calls) a failed commit throws and leaves memory as it was.
