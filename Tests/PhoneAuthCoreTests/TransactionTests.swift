@@ -1,3 +1,4 @@
+import Dispatch
 import EmulatorSupport
 @testable import PhoneAuthCore
 import XCTest
@@ -11,6 +12,16 @@ private final class CountingJournal: StateJournal, @unchecked Sendable {
         if failNext.withLock({ f in defer { f = false }; return f }) { throw Injected() }
     }
     struct Injected: Error {}
+}
+
+/// A journal whose commits wait for `gate` (one signal per commit) and fail while `fail` is set.
+private final class GatedJournal: StateJournal, @unchecked Sendable {
+    let gate = DispatchSemaphore(value: 0)
+    let fail = Locked(false)
+    func record(_ batch: [StateChange]) throws {
+        gate.wait()
+        if fail.withLock({ $0 }) { throw CountingJournal.Injected() }
+    }
 }
 
 final class TransactionTests: XCTestCase {
@@ -55,5 +66,41 @@ final class TransactionTests: XCTestCase {
         _ = try e.createUser(key, localId: "x", changes: UserChanges())
         XCTAssertEqual(e.store(key).state.withLock { g in g.undo.count + Int(g.lastTicket) }, 0)
         XCTAssertEqual(e.journalCommits, 0)
+    }
+
+    /// A long poll that began before its tenant existed (an orphan waiter) is answered only with a durable code, as a
+    /// store's own waiters: not while the send's commit is pending, never if it is rolled back; the next send answers it.
+    func testAnOrphanWaiterIsAnsweredOnlyWithADurableCode() throws {
+        let journal = GatedJournal()
+        let e = emulator(journal)
+        let key = StoreKey(projectId: "p", tenantId: "later")
+        let got = Locked<[String]>([])
+        let waiter = try e.waitForCode(key, phone: "+15550001111", timeoutSeconds: 300) { s in got.withLock { $0.append(s?.code ?? "timeout") } }
+        XCTAssertNotNil(waiter)
+        XCTAssertNil(e.existingStore(key), "waiting created nothing")
+        journal.fail.withLock { $0 = true }
+        // Inside a request: the send returns at once, its reply waits for the commit.
+        let scope = DurabilityScope()
+        _ = try DurabilityScope.$current.withValue(scope) { try e.sendVerificationCode(key, phoneNumber: "+15550001111") }
+        XCTAssertEqual(got.withLock { $0 }, [], "not answered while the code is not durable")
+        let decided = DispatchSemaphore(value: 0)
+        let outcome = Locked<Bool?>(nil)
+        e.whenDurable(scope) { ok in
+            outcome.withLock { $0 = ok }
+            decided.signal()
+        }
+        journal.gate.signal()
+        XCTAssertEqual(decided.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(outcome.withLock { $0 }, false)
+        XCTAssertEqual(got.withLock { $0 }, [], "a rolled-back code is never revealed")
+        XCTAssertEqual(e.pendingWaiterCount, 1)
+        XCTAssertEqual(e.verificationCodes(key, phone: "+15550001111"), [])
+        // The next send commits and answers it.
+        journal.fail.withLock { $0 = false }
+        journal.gate.signal()
+        _ = try e.sendVerificationCode(key, phoneNumber: "+15550001111")
+        let code = try XCTUnwrap(e.verificationCodes(key, phone: "+15550001111").first?.code)
+        XCTAssertEqual(got.withLock { $0 }, [code])
+        XCTAssertEqual(e.pendingWaiterCount, 0)
     }
 }
