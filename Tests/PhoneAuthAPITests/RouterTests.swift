@@ -45,6 +45,26 @@ final class RouterTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(Router.rows.count, 40)
     }
 
+    /// Which routes may create a project or tenant is one column of the table (`readOnly`): every GET, and the POST
+    /// lookups and queries, never create (red team F1); every other write does.
+    func testReadOnlyRowsAreTheGETsLookupsAndQueries() {
+        XCTAssertTrue(Router.rows.filter { $0.method == "GET" }.allSatisfy(\.readOnly))
+        let postReads = Set(Router.rows.filter { $0.readOnly && $0.method != "GET" }.map { $0.method + " " + $0.template })
+        XCTAssertEqual(postReads, [
+            "POST /identitytoolkit.googleapis.com/v1/accounts:lookup",
+            "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup",
+            "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query",
+        ])
+        guard case .route(let query) = Router.match(method: "POST", path: "/identitytoolkit.googleapis.com/v1/projects/p/tenants/t/accounts:query") else {
+            return XCTFail("no route")
+        }
+        XCTAssertTrue(query.readOnly)
+        guard case .route(let create) = Router.match(method: "POST", path: "/identitytoolkit.googleapis.com/v1/projects/p/tenants/t/accounts") else {
+            return XCTFail("no route")
+        }
+        XCTAssertFalse(create.readOnly)
+    }
+
     func testDuplicateRowsAndBadTemplatesFailValidation() {
         let a = RouteRow("POST", "/x/v1/projects/{project}/things", .admin, .json, .loop, "things", Status.root)
         let sameShape = RouteRow("POST", "/x/v1/projects/{tenant}/things", .admin, .none, .bulk, "other", Status.root)
