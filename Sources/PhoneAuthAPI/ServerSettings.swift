@@ -30,6 +30,8 @@ public struct ServerSettings: Sendable {
     public var exportRoot: String?
     /// `--max-projects N`: projects created on first use are bounded (`QUOTA_EXCEEDED` past it).
     public var maxProjects = Emulator.defaultMaxProjects
+    /// `--max-users N`: users per project and per tenant (`QUOTA_EXCEEDED` past it).
+    public var maxUsers = Emulator.defaultMaxUsersPerProject
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
     /// `--allow-origin` (repeatable): origins added to the loopback defaults for the emulator API and admin calls.
@@ -91,6 +93,8 @@ public struct ServerSettings: Sendable {
                                     there (PHONE_AUTH_EMULATOR_EXPORT_ROOT; default the working directory)
           --max-projects N          at most N projects, counting those created on first use by any request
                                     (PHONE_AUTH_EMULATOR_MAX_PROJECTS; default 5000)
+          --max-users N             at most N users per project, and per tenant (PHONE_AUTH_EMULATOR_MAX_USERS;
+                                    default 200000)
           --request-timeout S       seconds a client may take to send a whole request before 408
                                     (PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT; default 15)
           --max-connections-per-peer N
@@ -113,7 +117,7 @@ public struct ServerSettings: Sendable {
         var flagPhones: [String] = []
         var flagLists: [String: [String]] = [:]
         var i = 0
-        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects", "allow-origin", "allow-host", "max-connections-per-peer"]
+        let valued: Set<String> = ["config", "host", "port", "project", "test-phone", "token-signing", "signing-key", "log-level", "log-format", "request-timeout", "data-dir", "durability", "import", "export-on-exit", "admin-token", "export-root", "max-projects", "max-users", "allow-origin", "allow-host", "max-connections-per-peer"]
         while i < arguments.count {
             let arg = arguments[i]
             if arg == "--help" || arg == "-h" { return .help }
@@ -184,6 +188,9 @@ public struct ServerSettings: Sendable {
             case "maxProjects":
                 guard let n = v.int64Value, (1...1_000_000).contains(n) else { throw SettingsError("\(where_): \"maxProjects\" must be an integer from 1 to 1000000") }
                 s.maxProjects = Int(n)
+            case "maxUsers":
+                guard let n = v.int64Value, (1...100_000_000).contains(n) else { throw SettingsError("\(where_): \"maxUsers\" must be an integer from 1 to 100000000") }
+                s.maxUsers = Int(n)
             case "allowOrigins", "allowHosts":
                 let values = v.arrayValue?.compactMap(\.stringValue)
                 guard let values, values.count == v.arrayValue?.count else { throw SettingsError("\(where_): \"\(k)\" must be an array of strings") }
@@ -263,6 +270,10 @@ public struct ServerSettings: Sendable {
         if let m = pick("max-projects", "PHONE_AUTH_EMULATOR_MAX_PROJECTS") {
             guard let n = Int(m), (1...1_000_000).contains(n) else { throw SettingsError("invalid --max-projects '\(m)': expected 1 to 1000000") }
             s.maxProjects = n
+        }
+        if let m = pick("max-users", "PHONE_AUTH_EMULATOR_MAX_USERS") {
+            guard let n = Int(m), (1...100_000_000).contains(n) else { throw SettingsError("invalid --max-users '\(m)': expected 1 to 100000000") }
+            s.maxUsers = n
         }
         // Lists: flags, else the environment (comma-separated), else the config file.
         func pickList(_ flag: String, _ env: String, _ key: String) -> [String] {

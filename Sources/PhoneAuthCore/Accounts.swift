@@ -35,11 +35,44 @@ public enum CustomClaims {
 
     /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
     /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
+    /// The claims size limit, counted as JavaScript and firebase-tools count it (UTF-16 code units; never grapheme
+    /// clusters, which would let one "character" of combining marks carry megabytes).
+    public static let maxLength = 1000
+
     public static func validate(_ text: String) throws(AuthError) -> String {
-        guard text.count <= 1000 else { throw AuthError("CLAIMS_TOO_LARGE") }
+        guard text.utf16.count <= maxLength else { throw AuthError("CLAIMS_TOO_LARGE") }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError("INVALID_CLAIMS") }
         for k in o.keys where reserved.contains(k) { throw AuthError("FORBIDDEN_CLAIM", k) }
         return text
+    }
+}
+
+/// Size limits of the free-text user fields, enforced on every path that sets them (client `signUp` and
+/// `accounts:update`, admin create/update, `batchCreate`, firebase-tools import) by `Emulator.apply`.
+///
+/// Production documents no limit for `displayName`, `photoUrl` or a password hash; these are generous bounds so a
+/// client cannot park megabytes in one account (the official emulator has none either). Lengths are in UTF-16 code
+/// units, as JavaScript and firebase-tools count (a UTF-8 byte count is at most 3× that). Custom claims keep
+/// production's 1000 (`CustomClaims`), uids 128 bytes and emails 254 bytes (`Identifiers`).
+public enum UserFieldLimits {
+    /// `displayName`: at most 1024 (`INVALID_DISPLAY_NAME`).
+    public static let displayName = 1024
+    /// `photoUrl`: at most 2048, the de facto URL limit (`INVALID_PHOTO_URL`).
+    public static let photoUrl = 2048
+    /// An imported `passwordHash` (base64 of a hash; scrypt's is 88 characters): at most 1024 (`INVALID_PASSWORD_HASH`).
+    public static let passwordHash = 1024
+
+    static func check(_ value: String, _ limit: Int, code: String, field: String) throws(AuthError) {
+        let n = value.utf16.count
+        guard n <= limit else { throw AuthError(code, "\(field) must be at most \(limit) characters (got \(n)).") }
+    }
+
+    /// Throws the field's error if `c` would store an over-long value.
+    public static func validate(_ c: UserChanges) throws(AuthError) {
+        if case .set(let v) = c.displayName { try check(v, displayName, code: "INVALID_DISPLAY_NAME", field: "displayName") }
+        if case .set(let v) = c.photoUrl { try check(v, photoUrl, code: "INVALID_PHOTO_URL", field: "photoUrl") }
+        if let v = c.passwordHash { try check(v, passwordHash, code: "INVALID_PASSWORD_HASH", field: "passwordHash") }
+        if let v = c.customAttributes, v.utf16.count > CustomClaims.maxLength { throw AuthError("CLAIMS_TOO_LARGE") }
     }
 }
 
@@ -60,6 +93,7 @@ extension Emulator {
         let now = clock.nowMillis()
         return try withStore(key) { s throws(AuthError) -> UserRecord in
             try Self.checkTenantEnabled(s)
+            try checkUserQuota(s)
             let id: String
             if let localId {
                 guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
@@ -98,6 +132,7 @@ extension Emulator {
     }
 
     static func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
+        try UserFieldLimits.validate(c)
         switch c.phoneNumber {
         case .unchanged: break
         case .clear: user.phoneNumber = nil
@@ -135,6 +170,16 @@ extension Emulator {
         }
         if let v = c.createdAt { user.createdAt = v }
         if let v = c.lastLoginAt { user.lastLoginAt = v }
+    }
+
+    /// A new user must fit the store's cap (`maxUsersPerProject`: a project, or one tenant of it): `QUOTA_EXCEEDED`.
+    func checkUserQuota(_ s: AuthStore) throws(AuthError) {
+        if let full = userQuotaError(s) { throw full }
+    }
+
+    func userQuotaError(_ s: AuthStore) -> AuthError? {
+        guard s.users.count >= maxUsersPerProject else { return nil }
+        return AuthError("QUOTA_EXCEEDED", "Too many users: a project (or tenant) holds at most \(maxUsersPerProject) users (--max-users).")
     }
 
     static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }

@@ -103,7 +103,8 @@ if settings.tokenSigning == .rs256 || settings.signingKeyPath != nil {
 
 let cpus = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, random: SystemRandom(),
-                        logger: logger, journal: dataDir, maxProjects: settings.maxProjects)
+                        logger: logger, journal: dataDir, maxProjects: settings.maxProjects,
+                        maxUsersPerProject: settings.maxUsers)
 if let dataDir {
     do {
         let snapshot = try dataDir.loadSnapshot()
