@@ -83,13 +83,15 @@ public final class AsyncStandardErrorSink: LogSink, @unchecked Sendable {
     }
 
     public func write(_ line: String) {
-        let accepted = state.withLock { s -> Bool in
+        // Only the line that makes the queue non-empty wakes the writer: at thousands of lines a second the others
+        // join the batch it is about to take, without a semaphore round trip (and a context switch) each.
+        let wake = state.withLock { s -> Bool in
             guard !s.closed else { return false }
             if s.lines.count >= capacity { s.dropped += 1; return false }
             s.lines.append(line)
-            return true
+            return s.lines.count == 1
         }
-        if accepted { ready.signal() }
+        if wake { ready.signal() }
     }
 
     /// Writes what is queued and stops the writer thread (at shutdown).
@@ -109,7 +111,17 @@ public final class AsyncStandardErrorSink: LogSink, @unchecked Sendable {
                 return (b, d, s.closed)
             }
             if dropped > 0 { StandardErrorSink.writeLine("(\(dropped) log lines dropped: stderr was not being read)", fd: 2) }
-            for line in batch { StandardErrorSink.writeLine(line, fd: 2) }
+            // One write per batch (up to ~64 KiB), not one per line.
+            var chunk = ""
+            for line in batch {
+                if !chunk.isEmpty && chunk.utf8.count + line.utf8.count >= 65_536 {
+                    StandardErrorSink.writeLine(chunk, fd: 2)
+                    chunk = ""
+                }
+                if !chunk.isEmpty { chunk += "\n" }
+                chunk += line
+            }
+            if !chunk.isEmpty { StandardErrorSink.writeLine(chunk, fd: 2) }
             if closed { done.signal(); return }
         }
     }
@@ -210,6 +222,7 @@ public enum LogEscaping {
     /// `s` cut after `limit` Unicode scalars, with `…` appended when cut (scalars, not characters: one character
     /// may hold any number of combining marks).
     public static func truncate(_ s: String, to limit: Int) -> String {
+        if s.utf8.count <= limit { return s }  // never more scalars than UTF-8 bytes
         var n = 0
         var end = s.unicodeScalars.startIndex
         while end != s.unicodeScalars.endIndex {
