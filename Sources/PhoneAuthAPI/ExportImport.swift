@@ -15,6 +15,8 @@ import Glibc
 public enum ExportImport {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public let description: String
+        /// The path is inside the root but deeper, or would create more directories, than an export may.
+        public var isDepthLimit = false
     }
 
     /// Writes the project's users (and each tenant's) and config to `dir`, creating it (the operator's own path:
@@ -75,7 +77,8 @@ public enum ExportImport {
     /// Opens the directory `path` names inside the export root for writing, creating missing directories: a
     /// relative path is taken from the root, an absolute one must lie inside it (`roots` holds the root as
     /// configured and as resolved). `..` components, control characters and symlinks (every component is opened
-    /// with `O_NOFOLLOW`, relative to its parent) are refused. The error is for the server log only.
+    /// with `O_NOFOLLOW`, relative to its parent) are refused, and so are paths deeper than `maxPathComponents` or
+    /// that would create more than `maxCreatedDirectories` directories. The error is for the server log only.
     static func openInsideRoot(_ path: String, roots: [String]) throws(Failure) -> Int32 {
         guard !path.isEmpty, !Identifiers.containsControlCharacters(path), let root = roots.first else {
             throw Failure(description: "control characters in the path")
@@ -89,9 +92,29 @@ public enum ExportImport {
             }
             rel.removeFirst(base.count)
         }
+        guard rel.count <= maxPathComponents else {
+            throw Failure(description: "more than \(maxPathComponents) directories deep", isDepthLimit: true)
+        }
         var fd: Int32
         do { fd = try Files.openDirectory(root) } catch { throw Failure(description: "export root: \(error)") }
-        for c in rel {
+        // Existing directories first, so a path that would create too many is refused before any is created.
+        var i = 0
+        while i < rel.count {
+            let next: Int32
+            do { next = try Files.openSubdirectory(fd, rel[i], create: false) } catch {
+                if error.errnoCode == ENOENT { break }
+                close(fd)
+                throw Failure(description: "\(error) (a symlink, a file, or not a directory)")
+            }
+            close(fd)
+            fd = next
+            i += 1
+        }
+        guard rel.count - i <= maxCreatedDirectories else {
+            close(fd)
+            throw Failure(description: "would create \(rel.count - i) directories (at most \(maxCreatedDirectories))", isDepthLimit: true)
+        }
+        for c in rel[i...] {
             let next: Int32
             do { next = try Files.openSubdirectory(fd, c) } catch {
                 close(fd)
@@ -102,6 +125,11 @@ public enum ExportImport {
         }
         return fd
     }
+
+    /// An on-demand export path may name at most this many directories below the root…
+    static let maxPathComponents = 32
+    /// …and create at most this many of them (then `auth_export` inside): `exports/run-1` works, `d/d/d/…` does not.
+    static let maxCreatedDirectories = 2
 
     /// Reads an export written by firebase-tools (or by us) into the project. Users keep their localId, phone,
     /// claims, disabled flag and timestamps; existing users with the same localId are replaced.
@@ -202,13 +230,16 @@ public enum ExportImport {
 /// the details go to the server log (escaped).
 enum ExportEndpoint {
     static let outsideRoot = AuthError(.invalidArgument, "path must be a directory inside the export root")
+    static let tooDeep = AuthError(.invalidArgument,
+                                   "path may be at most \(ExportImport.maxPathComponents) directories deep and create at most \(ExportImport.maxCreatedDirectories) of them")
 
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         guard let path = try call.string("path"), !path.isEmpty else { throw AuthError.invalidArgument("path is required.") }
         let fd: Int32
         do { fd = try ExportImport.openInsideRoot(path, roots: app.exportRoots) } catch {
-            app.logger.warning("export refused: \(error.description)", [("path", path)])
-            throw outsideRoot
+            // The logger escapes (per format) and cuts metadata values to 200; the detail can quote a path component.
+            app.logger.warning("export refused: \(LogEscaping.truncate(error.description, to: 300))", [("path", path)])
+            throw error.isDepthLimit ? tooDeep : outsideRoot
         }
         defer { close(fd) }
         do {

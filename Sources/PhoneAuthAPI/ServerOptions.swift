@@ -212,6 +212,19 @@ extension ServerSettings {
                      },
                      help: "at most N projects, counting those created on first use by any request; more answer QUOTA_EXCEEDED",
                      default: "`\(Emulator.defaultMaxProjects)`"),
+        ServerOption("max-users", "N", env: "PHONE_AUTH_EMULATOR_MAX_USERS", config: "maxUsers",
+                     .one { s, v in
+                         guard let n = Int(v), (1...100_000_000).contains(n) else { throw SettingsError("invalid --max-users '\(v)': expected 1 to 100000000") }
+                         s.maxUsers = n
+                     },
+                     file: { s, v, at in
+                         guard let n = v.int64Value, (1...100_000_000).contains(n) else {
+                             throw SettingsError("\(at): \"maxUsers\" must be an integer from 1 to 100000000")
+                         }
+                         s.maxUsers = Int(n)
+                     },
+                     help: "at most N users per project, and per tenant; more answer QUOTA_EXCEEDED",
+                     default: "`\(Emulator.defaultMaxUsersPerProject)`"),
         ServerOption("request-timeout", "S", env: "PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT",
                      .one { s, v in
                          guard let t = Double(v), t >= 0.5, t <= 3600 else {

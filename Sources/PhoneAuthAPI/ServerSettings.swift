@@ -32,6 +32,8 @@ public struct ServerSettings: Sendable {
     public var exportRoot: String?
     /// `--max-projects N`: projects created on first use are bounded (`QUOTA_EXCEEDED` past it).
     public var maxProjects = Emulator.defaultMaxProjects
+    /// `--max-users N`: users per project and per tenant (`QUOTA_EXCEEDED` past it).
+    public var maxUsers = Emulator.defaultMaxUsersPerProject
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
     /// `--allow-origin` (repeatable): origins added to the loopback defaults for the emulator API and admin calls.

@@ -70,7 +70,9 @@ public struct WebBoundary: Sendable, Equatable {
     public func hostAllowed(_ value: String) -> Bool {
         guard let (name, port, isIP) = Self.parseAuthority(value) else { return false }
         if isIP || name == "localhost" { return true }
-        if wildcardBind && !name.contains(".") { return true }
+        // A single label names a Compose service or LAN host; with a trailing dot (`auth.`) it would be a top-level
+        // domain resolved from the root, so that spelling is not a single-label name.
+        if wildcardBind && !name.contains(".") && !Self.hasTrailingDot(value) { return true }
         for pattern in allowedHosts {
             if pattern == "*" { return true }
             var p = Substring(pattern)
@@ -124,8 +126,7 @@ public struct WebBoundary: Sendable, Equatable {
                 guard after.first == ":" else { return nil }
                 portText = after.dropFirst()
             }
-            let inner = name.dropFirst().dropLast()
-            guard inner.contains(":"), inner.utf8.allSatisfy({ isHex($0) || $0 == 0x3A || $0 == 0x2E }) else { return nil }
+            guard isIPv6(name.dropFirst().dropLast()) else { return nil }
         } else {
             if let colon = v.firstIndex(of: ":") {
                 name = v[..<colon]
@@ -133,8 +134,9 @@ public struct WebBoundary: Sendable, Equatable {
             } else {
                 name = v[...]
             }
+            // One trailing dot is allowed on an otherwise valid name (`localhost.`, `dev.example.test.`).
             if name.hasSuffix(".") { name = name.dropLast() }
-            guard !name.isEmpty, name.utf8.allSatisfy({ isNameByte($0) }) else { return nil }
+            guard isIPv4(name) || isDNSName(name) else { return nil }
         }
         var port: Int? = nil
         if let portText {
@@ -183,6 +185,51 @@ public struct WebBoundary: Sendable, Equatable {
         if body.hasPrefix("*.") { body = String(body.dropFirst(2)) }
         guard let (name, port, _) = parseAuthority(body), !name.isEmpty, name != "*" else { return nil }
         return (s.hasPrefix("*.") ? "*." : "") + name + (port.map { ":\($0)" } ?? "")
+    }
+
+    /// Whether the name part of a `host[:port]` value ends with a dot (never for IPv6 literals).
+    static func hasTrailingDot(_ value: String) -> Bool {
+        guard !value.hasPrefix("[") else { return false }
+        return (value.firstIndex(of: ":").map { value[..<$0] } ?? value[...]).hasSuffix(".")
+    }
+
+    /// A DNS host name as browsers send it (punycode for IDNs): dot-separated labels of 1 to 63 letters, digits,
+    /// `-` and `_` (Compose and Docker service names use it), each starting and ending with a letter or digit; at
+    /// most 253 bytes. No empty label (`a..b`, `.a`), no label `-`.
+    static func isDNSName(_ s: Substring) -> Bool {
+        guard !s.isEmpty, s.utf8.count <= 253 else { return false }
+        return s.utf8.split(separator: 0x2E, omittingEmptySubsequences: false).allSatisfy { label in
+            guard let first = label.first, let last = label.last, label.count <= 63 else { return false }
+            return isAlnum(first) && isAlnum(last) && label.allSatisfy { isAlnum($0) || $0 == 0x2D || $0 == 0x5F }
+        }
+    }
+
+    /// An IPv6 address as written inside brackets (RFC 4291 text form, without a zone): eight groups of 1 to 4
+    /// hex digits, or fewer around exactly one `::`, the last two groups optionally written as dotted IPv4.
+    static func isIPv6(_ s: Substring) -> Bool {
+        guard s.utf8.count >= 2, s.utf8.count <= 45 else { return false }
+        let bytes = Array(s.utf8)
+        var halves: [[UInt8]] = [bytes]
+        if let at = (0..<bytes.count - 1).first(where: { bytes[$0] == 0x3A && bytes[$0 + 1] == 0x3A }) {
+            halves = [Array(bytes[..<at]), Array(bytes[(at + 2)...])]
+            if halves.contains(where: { h in h.count >= 1 && (h.first == 0x3A || h.last == 0x3A) }) { return false }
+            if (0..<halves[1].count).contains(where: { i in i + 1 < halves[1].count && halves[1][i] == 0x3A && halves[1][i + 1] == 0x3A }) { return false }
+        }
+        var groups = 0
+        for (h, half) in halves.enumerated() where !half.isEmpty {
+            let parts = half.split(separator: 0x3A, omittingEmptySubsequences: false)
+            for (i, part) in parts.enumerated() {
+                if part.contains(0x2E) {
+                    // Dotted IPv4: only as the very last part.
+                    guard h == halves.count - 1, i == parts.count - 1, isIPv4(Substring(String(decoding: part, as: UTF8.self))) else { return false }
+                    groups += 2
+                } else {
+                    guard (1...4).contains(part.count), part.allSatisfy(isHex) else { return false }
+                    groups += 1
+                }
+            }
+        }
+        return halves.count == 2 ? groups <= 7 : groups == 8
     }
 
     static func isIPv4(_ s: Substring) -> Bool {

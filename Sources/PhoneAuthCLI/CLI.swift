@@ -177,12 +177,12 @@ public enum CLI {
             return 64
         } catch let e as APIError {
             if parsed.has("json") {
-                context.out(JSON.object(["error": ["code": .string(e.code), "message": .string(e.message), "status": .int(e.status)]]).prettyString)
+                context.out(Terminal.json(JSON.object(["error": ["code": .string(e.code), "message": .string(e.message), "status": .int(e.status)]]).prettyString))
             }
-            context.err("error: \(e.code)" + (e.message != e.code ? " (\(e.message))" : "") + " [HTTP \(e.status)]")
+            context.err("error: \(Terminal.safe(e.code))" + (e.message != e.code ? " (\(Terminal.safe(e.message)))" : "") + " [HTTP \(e.status)]")
             return 1
         } catch {
-            context.err("error: \(error)")
+            context.err("error: \(Terminal.safe(String(describing: error)))")
             return 1
         }
     }
@@ -226,15 +226,23 @@ final class Session {
 
     func print(_ s: String) { context.out(s) }
 
-    /// Prints `json` in --json mode, else aligned `key: value` rows.
+    /// Prints `json` in --json mode, else aligned `key: value` rows. Text from the server is made terminal-safe.
     func emit(_ json: JSON, rows: [(String, String)]) {
-        if self.json { print(json.prettyString.hasSuffix("\n") ? String(json.prettyString.dropLast()) : json.prettyString); return }
+        if self.json { printJSON(json); return }
+        let rows = rows.map { (Terminal.safe($0.0), Terminal.safe($0.1)) }
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows { print(k + ":" + String(repeating: " ", count: width - k.count + 1) + v) }
     }
 
-    /// A table with a header row, columns padded.
+    /// Pretty JSON with every unsafe character inside strings written as a `\uXXXX` escape (the same JSON).
+    func printJSON(_ json: JSON) {
+        let text = json.prettyString
+        print(Terminal.json(text.hasSuffix("\n") ? String(text.dropLast()) : text))
+    }
+
+    /// A table with a header row, columns padded; cells are made terminal-safe.
     func table(_ header: [String], _ rows: [[String]]) {
+        let rows = rows.map { $0.map(Terminal.safe) }
         var widths = header.map(\.count)
         for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
         func line(_ cells: [String]) -> String {
@@ -245,4 +253,13 @@ final class Session {
         print(line(header))
         for r in rows { print(line(r)) }
     }
+}
+
+/// Everything the CLI prints that came from the server or a token goes through here: control characters (C0, DEL,
+/// C1, U+2028/2029) and bidi controls are shown as escapes (`\u{1B}`, `\n`, `\u{202E}`), so a display name or a JWT
+/// claim can neither move the cursor, retitle the terminal, forge a line, nor reorder what is shown.
+enum Terminal {
+    static func safe(_ s: String) -> String { LogEscaping.escape(s) }
+    /// Serialized JSON: unsafe characters inside strings as `\uXXXX` (C0 is already escaped by the writer).
+    static func json(_ s: String) -> String { LogEscaping.escapeJSONText(s) }
 }

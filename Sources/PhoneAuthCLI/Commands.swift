@@ -159,14 +159,15 @@ enum Commands {
     static func tokenDecode(_ s: Session, _ a: [String]) throws {
         let jwt = try decode(a[0])
         if s.json { s.emit(["header": .object(jwt.header), "claims": .object(jwt.payload)], rows: []); return }
+        // Keys and values come from the token: terminal-safe before they are printed.
         s.print("header:")
-        for (k, v) in jwt.header { s.print("  \(k): \(v.serializedString)") }
+        for (k, v) in jwt.header { s.print("  \(Terminal.safe(k)): \(Terminal.safe(v.serializedString))") }
         s.print("claims:")
         for (k, v) in jwt.payload {
             if ["iat", "exp", "auth_time", "nbf"].contains(k), let t = v.int64Value {
                 s.print("  \(k): \(t) (\(secondsText(v)))")
             } else {
-                s.print("  \(k): \(v.serializedString)")
+                s.print("  \(Terminal.safe(k)): \(Terminal.safe(v.serializedString))")
             }
         }
     }
@@ -195,13 +196,16 @@ enum Commands {
         let wantIss = "https://securetoken.google.com/\(c.project)"
         checks.append(("iss", iss == wantIss, iss == wantIss ? iss : "\(iss.isEmpty ? "(none)" : iss), expected \(wantIss)"))
         let now = (try c.request("GET", "/emulator/v1/clock")["nowMillis"]?.int64Value ?? Timestamp.systemMillis()) / 1000
-        if let exp = jwt.payload["exp"]?.int64Value {
+        if let exp = jwt.payload["exp"]?.int64Value, !(1...Timestamp.maxSeconds).contains(exp) {
+            // Beyond 9999-12-31 (or not after the epoch) no verifier can represent it: a forged or broken token.
+            checks.append(("exp", false, "\(exp) is out of range (1 to \(Timestamp.maxSeconds), 9999-12-31T23:59:59Z)"))
+        } else if let exp = jwt.payload["exp"]?.int64Value {
             // Saturating: a forged exp may be anywhere in Int64.
             let left = exp.subtractingReportingOverflow(now), ago = now.subtractingReportingOverflow(exp)
             let detail = now < exp ? "valid for \(left.overflow ? "∞" : String(left.partialValue)) s more" : "expired \(ago.overflow ? "∞" : String(ago.partialValue)) s ago"
             checks.append(("exp", now < exp, detail + " (emulator clock)"))
         } else {
-            checks.append(("exp", false, "missing"))
+            checks.append(("exp", false, "missing or not an integer"))
         }
         let sub = jwt.payload["sub"]?.stringValue ?? ""
         checks.append(("sub", !sub.isEmpty && sub.count <= 128, sub.isEmpty ? "missing" : sub))
@@ -214,7 +218,7 @@ enum Commands {
             o["claims"] = .object(jwt.payload)
             s.emit(.object(o), rows: [])
         } else {
-            for (name, ok, detail) in checks { s.print("\(ok ? "ok  " : "FAIL") \(name.padding(9)) \(detail)") }
+            for (name, ok, detail) in checks { s.print("\(ok ? "ok  " : "FAIL") \(name.padding(9)) \(Terminal.safe(detail))") }
             s.print(valid ? "valid" : "INVALID")
         }
     }
@@ -224,14 +228,14 @@ enum Commands {
     static func configGet(_ s: Session, _ a: [String]) throws {
         let c = try s.client()
         let r = try c.request("GET", c.emulatorBase + "/config")
-        s.emit(r, rows: []) ; if !s.json { s.print(r.prettyString.trimmingWhitespace()) }
+        s.emit(r, rows: []) ; if !s.json { s.print(Terminal.json(r.prettyString.trimmingWhitespace())) }
     }
 
     static func configSet(_ s: Session, _ a: [String]) throws {
         guard case .object? = try? JSONParser.parse(a[0]) else { throw UsageError("JSON must be an object, e.g. '{\"phoneAuth\":{\"codeLength\":6}}'") }
         let c = try s.client()
         let r = try c.request("PATCH", c.emulatorBase + "/config", body: try JSONParser.parse(a[0]))
-        s.emit(r, rows: []); if !s.json { s.print(r.prettyString.trimmingWhitespace()) }
+        s.emit(r, rows: []); if !s.json { s.print(Terminal.json(r.prettyString.trimmingWhitespace())) }
     }
 
     static func currentTestNumbers(_ c: EmulatorClient) throws -> JSONObject {

@@ -35,11 +35,44 @@ public enum CustomClaims {
 
     /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
     /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
+    /// The claims size limit, counted as JavaScript and firebase-tools count it (UTF-16 code units; never grapheme
+    /// clusters, which would let one "character" of combining marks carry megabytes).
+    public static let maxLength = 1000
+
     public static func validate(_ text: String) throws(AuthError) -> String {
-        guard text.count <= 1000 else { throw AuthError(.claimsTooLarge) }
+        guard text.utf16.count <= maxLength else { throw AuthError(.claimsTooLarge) }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
         for k in o.keys where reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }
         return text
+    }
+}
+
+/// Size limits of the free-text user fields, enforced on every path that sets them (client `signUp` and
+/// `accounts:update`, admin create/update, `batchCreate`, firebase-tools import) by `Emulator.apply`.
+///
+/// Production documents no limit for `displayName`, `photoUrl` or a password hash; these are generous bounds so a
+/// client cannot park megabytes in one account (the official emulator has none either). Lengths are in UTF-16 code
+/// units, as JavaScript and firebase-tools count (a UTF-8 byte count is at most 3× that). Custom claims keep
+/// production's 1000 (`CustomClaims`), uids 128 bytes and emails 254 bytes (`Identifiers`).
+public enum UserFieldLimits {
+    /// `displayName`: at most 1024 (`INVALID_DISPLAY_NAME`).
+    public static let displayName = 1024
+    /// `photoUrl`: at most 2048, the de facto URL limit (`INVALID_PHOTO_URL`).
+    public static let photoUrl = 2048
+    /// An imported `passwordHash` (base64 of a hash; scrypt's is 88 characters): at most 1024 (`INVALID_PASSWORD_HASH`).
+    public static let passwordHash = 1024
+
+    static func check(_ value: String, _ limit: Int, code: AuthError.Code, field: String) throws(AuthError) {
+        let n = value.utf16.count
+        guard n <= limit else { throw AuthError(code, "\(field) must be at most \(limit) characters (got \(n)).") }
+    }
+
+    /// Throws the field's error if `c` would store an over-long value.
+    public static func validate(_ c: UserChanges) throws(AuthError) {
+        if case .set(let v) = c.displayName { try check(v, displayName, code: .invalidDisplayName, field: "displayName") }
+        if case .set(let v) = c.photoUrl { try check(v, photoUrl, code: .invalidPhotoUrl, field: "photoUrl") }
+        if let v = c.passwordHash { try check(v, passwordHash, code: .invalidPasswordHash, field: "passwordHash") }
+        if let v = c.customAttributes, v.utf16.count > CustomClaims.maxLength { throw AuthError(.claimsTooLarge) }
     }
 }
 
@@ -60,6 +93,7 @@ extension Emulator {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> UserRecord in
             try Self.checkTenantEnabled(tx.store)
+            try checkUserQuota(tx.store)
             let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
             tx.save(user)
             return user
@@ -89,6 +123,7 @@ extension Emulator {
         let authTime = clock.nowSeconds()
         return try transaction(key) { tx throws(AuthError) in
             try Self.checkTenantEnabled(tx.store)
+            try checkUserQuota(tx.store)
             var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
             let provider = user.isAnonymous ? "anonymous" : "password"
             user.lastLoginAt = authTime * 1000
@@ -151,6 +186,7 @@ extension Emulator {
                     guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
                     let exists = tx.store.users[item.localId] != nil
                     if exists && !allowOverwrite { throw AuthError(.duplicateLocalId) }
+                    if !exists { try checkUserQuota(tx.store) }
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
                     try Self.apply(item.changes, to: &user, in: tx.store, now: now)
@@ -165,6 +201,7 @@ extension Emulator {
     }
 
     static func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
+        try UserFieldLimits.validate(c)
         switch c.phoneNumber {
         case .unchanged: break
         case .clear: user.phoneNumber = nil
@@ -202,6 +239,16 @@ extension Emulator {
         }
         if let v = c.createdAt { user.createdAt = v }
         if let v = c.lastLoginAt { user.lastLoginAt = v }
+    }
+
+    /// A new user must fit the store's cap (`maxUsersPerProject`: a project, or one tenant of it): `QUOTA_EXCEEDED`.
+    func checkUserQuota(_ s: AuthStore) throws(AuthError) {
+        if let full = userQuotaError(s) { throw full }
+    }
+
+    func userQuotaError(_ s: AuthStore) -> AuthError? {
+        guard s.users.count >= maxUsersPerProject else { return nil }
+        return AuthError(.quotaExceeded, "Too many users: a project (or tenant) holds at most \(maxUsersPerProject) users (--max-users).")
     }
 
     static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }

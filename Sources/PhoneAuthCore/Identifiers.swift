@@ -101,10 +101,9 @@ public enum Identifiers {
         isValidProjectID(key.projectId) && (key.tenantId.map(isValidTenantID) ?? true)
     }
 
-    /// Text safe for a log line or an error message: at most `limit` characters, control characters shown as
-    /// escapes (`\n`, `\u{1B}`…).
+    /// Text safe for a log line or an error message: at most `limit` Unicode scalars (then `…`), control and bidi
+    /// characters shown as escapes (`\n`, `\u{1B}`, `\u{202E}`…).
     public static func printable<S: StringProtocol>(_ s: S, limit: Int = 200) -> String {
-        let cut = s.count > limit ? String(s.prefix(limit)) + "…" : String(s)
-        return LogEscaping.escape(cut)
+        LogEscaping.escape(LogEscaping.truncate(String(s), to: limit))
     }
 }

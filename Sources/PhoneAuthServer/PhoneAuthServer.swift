@@ -78,7 +78,8 @@ public enum PhoneAuthServer {
 
         let cpus = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock,
-                                random: SystemRandom(), logger: logger, journal: dataDir, maxProjects: settings.maxProjects)
+                                random: SystemRandom(), logger: logger, journal: dataDir, maxProjects: settings.maxProjects,
+                                maxUsersPerProject: settings.maxUsers)
         if let dataDir {
             do {
                 let snapshot = try dataDir.loadSnapshot()

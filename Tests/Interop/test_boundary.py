@@ -35,6 +35,11 @@ def test_the_three_request_file_write_attack_writes_nothing_outside_the_root(tmp
     target.write_text("precious\n")
     emu = Emulator(["--export-root", str(root)])
     try:
+        # Step 1 in one request creates three directories: refused since the export depth bound (red-team follow-up);
+        # an attacker can still get there in two steps, so the rest must hold on its own.
+        r = simple_post(emu, "/emulator/v1/projects/demo-phone:export", {"path": "D/auth_export/accounts-"})
+        assert r.status_code == 400, r.text
+        assert simple_post(emu, "/emulator/v1/projects/demo-phone:export", {"path": "D"}).status_code == 200
         r = simple_post(emu, "/emulator/v1/projects/demo-phone:export", {"path": "D/auth_export/accounts-"})
         assert r.status_code == 200, r.text
         # accounts-<tenant>.json inside D/auth_export/accounts-/ climbs to the target, the NUL ends the C path.

@@ -168,7 +168,8 @@ def test_ten_thousand_idle_keep_alive_connections(fresh):
     finally:
         for s in socks:
             s.close()
-    for _ in range(100):
+    # Eventually (10k closes on a loaded CI machine can take a while): a bound on waiting, not a timing assertion.
+    for _ in range(600):
         if fd_count(pid) <= baseline + 2:
             break
         time.sleep(0.1)
