@@ -20,9 +20,10 @@ public struct SystemRandom: RandomSource {
 }
 
 /// Kernel randomness fetched in chunks; every byte is handed out at most once and zeroed when taken.
-struct SystemRandomPool: ~Copyable {
+struct SystemRandomPool {
     static let chunk = 4096
-    static let shared = Mutex(SystemRandomPool())
+    /// A pthread mutex (`Locked`), which ThreadSanitizer understands.
+    static let shared = Locked(SystemRandomPool())
 
     private var buffer = [UInt8](repeating: 0, count: chunk)
     private var next = chunk
