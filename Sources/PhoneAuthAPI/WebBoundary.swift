@@ -68,6 +68,9 @@ public struct WebBoundary: Sendable, Equatable {
     /// The `Host` check: IP literals (rebinding needs a DNS name), loopback names, the names `--allow-host` added, and
     /// single-label names when bound to every interface. A malformed value is refused.
     public func hostAllowed(_ value: String) -> Bool {
+        // Nearly every request says `127.0.0.1:PORT` or `localhost:PORT`: decided on the bytes, without the general
+        // parser's strings (which cost more than the rest of a send).
+        if Self.isLoopbackOrIPv4Authority(value) { return true }
         guard let (name, port, isIP) = Self.parseAuthority(value) else { return false }
         if isIP || name == "localhost" { return true }
         // A single label names a Compose service or LAN host; with a trailing dot (`auth.`) it would be a top-level
@@ -113,6 +116,48 @@ public struct WebBoundary: Sendable, Equatable {
 
     /// `host[:port]` as in a `Host` header: lowercase name without a trailing dot (IPv6 in brackets), the port, and
     /// whether the name is an IP literal. Nil when malformed.
+    /// `a.b.c.d[:port]` (each part 0–255, at most 3 digits) or `localhost[:port]` in any case, port 0–65535 — the
+    /// same answer `parseAuthority` gives for these spellings, decided on the UTF-8 bytes with no allocation.
+    private static let localhostBytes: [UInt8] = Array("localhost".utf8)
+
+    static func isLoopbackOrIPv4Authority(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { b -> Bool in
+            var i = 0
+            let n = b.count
+            guard n > 0, n <= 300 else { return false }
+            // The name.
+            if n >= 9, (0..<9).allSatisfy({ b[$0] | 0x20 == Self.localhostBytes[$0] }), n == 9 || b[9] == UInt8(ascii: ":") {
+                i = 9
+            } else {
+                var parts = 0
+                while parts < 4 {
+                    var digits = 0, octet = 0
+                    while i < n, b[i] >= 0x30, b[i] <= 0x39, digits < 4 { octet = octet * 10 + Int(b[i] - 0x30); digits += 1; i += 1 }
+                    guard digits >= 1, digits <= 3, octet <= 255 else { return false }
+                    parts += 1
+                    if parts < 4 {
+                        guard i < n, b[i] == UInt8(ascii: ".") else { return false }
+                        i += 1
+                    }
+                }
+            }
+            // The port.
+            if i == n { return true }
+            guard b[i] == UInt8(ascii: ":") else { return false }
+            i += 1
+            let digits = n - i
+            guard digits >= 1, digits <= 5 else { return false }
+            var port = 0
+            while i < n {
+                guard b[i] >= 0x30, b[i] <= 0x39 else { return false }
+                port = port * 10 + Int(b[i] - 0x30)
+                i += 1
+            }
+            return port <= 65535
+        }
+    }
+
     static func parseAuthority(_ value: String) -> (String, Int?, Bool)? {
         let v = value.lowercased()
         guard !v.isEmpty, v.utf8.count <= 300 else { return nil }

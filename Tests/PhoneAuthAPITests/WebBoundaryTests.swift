@@ -10,6 +10,36 @@ import XCTest
 final class WebBoundaryTests: XCTestCase {
     // MARK: the pure decision
 
+    func testTheHostFastPathAgreesWithTheParser() {
+        // The byte-level check for `a.b.c.d[:port]` / `localhost[:port]` must never accept what the general parser
+        // refuses, nor call something an IP literal or localhost that it is not.
+        var values = ["127.0.0.1", "127.0.0.1:9099", "LOCALHOST:80", "localhost", "localhost:", "localhostx", "localhost.:1",
+                      "0.0.0.0:0", "255.255.255.255:65535", "256.1.1.1", "1.2.3", "1.2.3.4.5", "1..2.3", "01.2.3.4",
+                      "1.2.3.4:65536", "1.2.3.4:", "1.2.3.4:123456", "1.2.3.4:+1", "1.2.3.4 ", " 1.2.3.4", "0001.2.3.4",
+                      "1.2.3.4:-1", "[::1]:9099", "10.0.2.2:9099", "auth:9099", ""]
+        // A fixed pseudo-random sample (SplitMix64, seed 42) of short strings over the characters that matter.
+        var state: UInt64 = 42
+        func next() -> Int {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Int(truncatingIfNeeded: (z ^ (z >> 31)) >> 1)
+        }
+        let alphabet = Array("0123456789.:l")
+        for _ in 0..<20_000 {
+            values.append(String((0..<(1 + next() % 16)).map { _ in alphabet[next() % alphabet.count] }))
+        }
+        for v in values where WebBoundary.isLoopbackOrIPv4Authority(v) {
+            guard let (name, _, isIP) = WebBoundary.parseAuthority(v) else { return XCTFail("fast path accepted \(v), the parser refuses it") }
+            XCTAssertTrue(isIP || name == "localhost", v)
+        }
+        XCTAssertTrue(WebBoundary.isLoopbackOrIPv4Authority("127.0.0.1:9099"))
+        XCTAssertTrue(WebBoundary.isLoopbackOrIPv4Authority("LocalHost:3000"))
+        XCTAssertFalse(WebBoundary.isLoopbackOrIPv4Authority("256.0.0.1"))
+        XCTAssertFalse(WebBoundary.isLoopbackOrIPv4Authority("evil.example"))
+    }
+
     func testHostTable() throws {
         let loopback = WebBoundary()
         let wildcard = try WebBoundary(bindHost: "0.0.0.0")
