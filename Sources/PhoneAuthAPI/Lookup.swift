@@ -9,7 +9,7 @@ enum Lookup {
         let idToken = try call.string("idToken")
         if let idToken, !idToken.isEmpty {
             let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.tenant())
-            o["users"] = [UserJSON.render(user)]
+            o["users"] = [UserJSON.render(user, forClient: true)]
             return Reply(.object(o))
         }
         guard call.privileged else { throw AuthError(.missingIdToken) }
