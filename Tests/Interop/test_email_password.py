@@ -3,6 +3,8 @@ emulator mode, unmodified) for the admin side, plain requests for the client RES
 import base64
 import json
 import os
+import shutil
+import subprocess
 import signal
 import urllib.parse
 import uuid
@@ -135,3 +137,16 @@ def test_export_import_keeps_passwords_and_reads_official_exports(tmp_path, fres
     e2 = fresh("--import", str(export))
     assert sign_in(e2, "x@example.com", "secret-x").status_code == 200
     assert sign_in(e2, "o@example.com", "secret-o").status_code == 200
+
+
+@pytest.mark.skipif(not os.environ.get("FIREBASE_SDK_DIR") or not shutil.which("node"), reason="needs FIREBASE_SDK_DIR and node")
+def test_js_sdk_email_flow(emu):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js", "email_flow.cjs")
+    email = f"js-{uuid.uuid4().hex[:8]}@example.com"
+    r = subprocess.run(["node", script, email], env={**os.environ, "EMULATOR_URL": emu.url}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["sameUser"] and out["email"] == email and out["emailVerified"] and not out["isAnonymous"]
+    assert out["providerData"] == ["password"] and out["checkedOperation"] == "VERIFY_EMAIL"
+    assert out["methods"] == ["password"] and out["wrong"] == "auth/invalid-credential"
+    assert out["signInProvider"] == "password" and out["claims"]["email_verified"] is True
