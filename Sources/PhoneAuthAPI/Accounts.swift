@@ -9,16 +9,13 @@ extension Call {
         if let v = try string("displayName") { c.displayName = .set(v) }
         if let v = try string("photoUrl") { c.photoUrl = .set(v) }
         if let v = try string("email") { c.email = v.isEmpty ? .clear : .set(v) }
-        if let v = try string("password") {
-            guard v.count >= 6 else { throw AuthError(.weakPassword, "Password should be at least 6 characters") }
-            c.passwordHash = PasswordHash.make(v)
-        }
+        if let v = try string("password") { (c.passwordHash, c.salt) = try Passwords.checkedHash(v, random: emulator.random) }
         for attr in try strings("deleteAttribute") {
             switch attr {
             case "DISPLAY_NAME": c.displayName = .clear
             case "PHOTO_URL": c.photoUrl = .clear
             case "EMAIL": c.email = .clear
-            case "PASSWORD": break
+            case "PASSWORD": c.clearPassword = true
             default: throw AuthError.invalidJSON("Invalid value at 'delete_attribute' (TYPE_ENUM), \"\(attr)\"")
             }
         }
@@ -76,15 +73,6 @@ enum TimeField: String {
     }
 }
 
-/// A salted SHA-256 of a password set through the API (stored so the record shows a password provider; the
-/// emulator serves no password sign-in).
-enum PasswordHash {
-    static func make(_ password: String) -> String {
-        let salt = SystemRandom().bytes(16)
-        return Base64URL.encode(salt) + ":" + Base64URL.encode(sha256(salt + Array(password.utf8)))
-    }
-}
-
 /// `accounts:signUp` (legacy `signupNewUser`) and admin `POST /v1/projects/{p}/accounts`.
 /// Admin: creates a user with the given fields (no tokens). Client: an empty body makes an anonymous user;
 /// `email` + `password` make (or, with `idToken`, link) a password account.
@@ -103,6 +91,7 @@ enum SignUp {
             return Reply(.object(o))
         }
         if try call.string("localId") != nil { throw AuthError(.unexpectedParameter, "User ID") }
+        try EmailSignUp.check(app, call, key)
         let changes = try call.userChanges(privileged: false)
         if let idToken = try call.string("idToken"), !idToken.isEmpty {
             // Link an email/password to the signed-in user: the update and its refresh token are one transaction.
@@ -148,13 +137,15 @@ extension Call {
 /// `accounts:update` (legacy `setAccountInfo`) and admin `…/accounts:update`.
 enum UpdateAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        if let reply = try ApplyActionCode.handleIfPresent(app, call) { return reply }
         let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError(.invalidReqType, "Unsupported request parameters."))
-        let changes = try call.userChanges(privileged: call.privileged)
+        var changes = try call.userChanges(privileged: call.privileged)
+        EmailChange.revokeOnChange(app, key: key, localId: localId, &changes)
         let deleteProviders = try call.strings("deleteProvider")
         // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
         let wantsTokens = try call.bool("returnSecureToken") == true
         var grant: Emulator.RefreshGrant? = nil
-        if let identity, changes.passwordHash != nil || wantsTokens {
+        if let identity, changes.passwordHash != nil || changes.validSince != nil || wantsTokens {
             grant = .init(signInProvider: changes.passwordHash != nil ? "password" : identity.signInProvider, authTime: identity.authTime)
         }
         let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: grant)

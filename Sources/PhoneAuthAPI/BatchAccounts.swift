@@ -120,8 +120,8 @@ enum BatchAccounts {
                 }
             }
             if let badTime { fail(badTime); continue }
-            if let v = stringField(u["passwordHash"]) {
-                c.passwordHash = v
+            if let pw = ImportedPassword.changes(u, random: app.emulator.random) {
+                (c.passwordHash, c.salt, c.passwordUpdatedAt) = pw
                 c.passwordRevokesTokens = false
             }
             valid.append((i, localId, c))

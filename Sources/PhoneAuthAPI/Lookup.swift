@@ -9,21 +9,21 @@ enum Lookup {
         let idToken = try call.string("idToken")
         if let idToken, !idToken.isEmpty {
             let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.readTenant())
-            o["users"] = [UserJSON.render(user)]
+            o["users"] = [UserJSON.render(user, forClient: true)]
             return Reply(.object(o))
         }
         guard call.privileged else { throw AuthError(.missingIdToken) }
         let key = try call.readStoreKey()
         let localIds = try call.strings("localId")
         let phones = try call.strings("phoneNumber")
-        let emails = Set(try call.strings("email").map { $0.lowercased() })  // a set: users × emails was O(n·m)
+        let emails = Set(try call.strings("email").map { $0.lowercased() })
         let users = app.emulator.existingStore(key)?.read { s -> [UserRecord] in
             var seen = Set<String>()
             var out: [UserRecord] = []
             func add(_ u: UserRecord?) { if let u, seen.insert(u.localId).inserted { out.append(u) } }
             for id in localIds { add(s.users[id]) }
             for p in phones { add((try? PhoneNumber(parsing: p)).flatMap { s.user(phone: $0.e164) }) }
-            if !emails.isEmpty { for u in s.users.values where u.email.map({ emails.contains($0.lowercased()) }) ?? false { add(u) } }
+            for e in emails.sorted() { add(s.user(email: e)) }  // the email index: O(emails)
             return out
         } ?? []
         if !users.isEmpty { o["users"] = .array(users.map(UserJSON.render)) }

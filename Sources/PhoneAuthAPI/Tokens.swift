@@ -19,7 +19,11 @@ extension PhoneAuthApp {
 
 /// The user record as `accounts:lookup`, `batchGet` and exports render it (strings for times, `rawId` on providers).
 enum UserJSON {
-    static func render(_ u: UserRecord) -> JSON {
+    static func render(_ u: UserRecord) -> JSON { render(u, forClient: false) }
+
+    /// `forClient`: a user's own lookup (`idToken`), where production shows a placeholder instead of the password hash
+    /// and no salt; admin lookups, listings and exports carry `passwordHash` and `salt` (what an import needs).
+    static func render(_ u: UserRecord, forClient: Bool) -> JSON {
         var o = JSONObject()
         o["localId"] = .string(u.localId)
         o.set("email", u.email.map(JSON.string))
@@ -45,6 +49,11 @@ enum UserJSON {
         o["createdAt"] = .string(String(u.createdAt))
         o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.rfc3339(millis: $0)) })
         o.set("tenantId", u.tenantId.map(JSON.string))
+        if let h = u.passwordHash {
+            o["passwordHash"] = .string(forClient ? Passwords.redacted : h)
+            if !forClient { o.set("salt", u.salt.map(JSON.string)) }
+            o.set("passwordUpdatedAt", u.passwordUpdatedAt.map { .int($0) })
+        }
         return .object(o)
     }
 }

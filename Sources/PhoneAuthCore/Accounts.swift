@@ -19,6 +19,12 @@ public struct UserChanges: Sendable {
     public var customAttributes: String?
     public var validSince: Int64?
     public var passwordHash: String?
+    /// The salt `passwordHash` was made with (set together with it).
+    public var salt: String?
+    /// Milliseconds: when the password was set (an import may give it; else now).
+    public var passwordUpdatedAt: Int64?
+    /// `deleteAttribute: ["PASSWORD"]`: the user has no password afterwards.
+    public var clearPassword = false
     /// A new password revokes older tokens (production); imports keep their `validSince`.
     public var passwordRevokesTokens = true
     public var createdAt: Int64?
@@ -159,7 +165,7 @@ extension Emulator {
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
-                case "password": user.passwordHash = nil
+                case "password": user.passwordHash = nil; user.salt = nil
                 case "email": user.email = nil; user.emailVerified = false
                 default: break
                 }
@@ -216,7 +222,7 @@ extension Emulator {
         case .set(let e):
             guard Self.isPlausibleEmail(e) else { throw AuthError(.invalidEmail) }
             let lower = e.lowercased()
-            if s.users.values.contains(where: { $0.localId != user.localId && $0.email?.lowercased() == lower }) { throw AuthError(.emailExists) }
+            if let owner = s.emailIndex[lower], owner != user.localId { throw AuthError(.emailExists) }
             user.email = e
         }
         switch c.displayName {
@@ -233,8 +239,14 @@ extension Emulator {
         if let v = c.disabled { user.disabled = v }
         if let v = c.customAttributes { user.customAttributes = v == "{}" ? nil : v }
         if let v = c.validSince { user.validSince = v }
+        if c.clearPassword {
+            user.passwordHash = nil
+            user.salt = nil
+        }
         if let v = c.passwordHash {
             user.passwordHash = v
+            user.salt = c.salt
+            user.passwordUpdatedAt = c.passwordUpdatedAt ?? now
             if c.passwordRevokesTokens { user.validSince = now / 1000 }
         }
         if let v = c.createdAt { user.createdAt = v }

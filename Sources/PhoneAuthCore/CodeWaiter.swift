@@ -2,29 +2,36 @@ import Dispatch
 import EmulatorSupport
 import Synchronization
 
-/// Someone waiting for the next code of a number (the inbox long-poll). Finishes exactly once: fired with a session,
-/// fired with nil (timed out), or cancelled (its client went away). Its timer and cancel hook are released as soon as
-/// it finishes, so nothing of an abandoned poll outlives its connection.
-public final class CodeWaiter: Sendable {
-    let phone: String
+/// Someone waiting for the next code of a number (`verificationCodes:wait`).
+public typealias CodeWaiter = InboxWaiter<VerificationSession>
+
+/// Someone waiting for the next item of an inbox (a number's code, an email's out-of-band code): the long-poll.
+/// Finishes exactly once: fired with an item, fired with nil (timed out), or cancelled (its client went away). Its
+/// timer and cancel hook are released as soon as it finishes, so nothing of an abandoned poll outlives its connection.
+public final class InboxWaiter<Value: Sendable>: Sendable {
+    /// What it waits for: a phone number or an email.
+    let key: String
+    var phone: String { key }
     private let done = Atomic<Bool>(false)
-    private let callback: @Sendable (VerificationSession?) -> Void
+    private let callback: @Sendable (Value?) -> Void
     private struct Attachments {
         var timer: (any DispatchSourceTimer)?
         var onCancel: (@Sendable () -> Void)?
     }
     private let attachments = Locked(Attachments())
 
-    init(phone: String, callback: @escaping @Sendable (VerificationSession?) -> Void) {
-        self.phone = phone
+    init(key: String, callback: @escaping @Sendable (Value?) -> Void) {
+        self.key = key
         self.callback = callback
     }
 
-    /// Delivers `session` (nil: timed out) unless already finished; true if this call delivered.
+    convenience init(phone: String, callback: @escaping @Sendable (Value?) -> Void) { self.init(key: phone, callback: callback) }
+
+    /// Delivers `item` (nil: timed out) unless already finished; true if this call delivered.
     @discardableResult
-    func fire(_ session: VerificationSession?) -> Bool {
+    func fire(_ item: Value?) -> Bool {
         guard finish() else { return false }
-        callback(session)
+        callback(item)
         return true
     }
 

@@ -13,6 +13,9 @@ public enum StateChange: Sendable {
     case storeDeleted(StoreKey)
     case refreshTokenSaved(String, RefreshTokenRecord)
     case refreshTokensDeleted(StoreKey, localId: String?)
+    case oobCodeSaved(StoreKey, OobCode)
+    case oobCodeDeleted(StoreKey, String)
+    case oobCodesCleared(StoreKey)
 }
 
 /// Where durable changes go (`--data-dir`); nil keeps everything in memory.
@@ -32,6 +35,7 @@ public struct StoreSnapshot: Sendable {
     public var tenant: TenantSettings?
     public var users: [UserRecord] = []
     public var sessions: [VerificationSession] = []
+    public var oobCodes: [OobCode] = []
     public init(key: StoreKey) { self.key = key }
 }
 
@@ -51,6 +55,7 @@ extension Emulator {
                     g.store.sessions[sess.id] = sess
                     g.store.nextSequence = max(g.store.nextSequence, sess.sequence + 1)
                 }
+                for code in snap.oobCodes.sorted(by: { $0.sequence < $1.sequence }) { g.store.oob.table.insert(code) }
             }
         }
         restoreRefreshTokens(refreshTokens)

@@ -18,8 +18,11 @@ public struct UserRecord: Sendable, Equatable {
     /// Seconds since the epoch; tokens issued before it are revoked.
     public var validSince: Int64?
     public var tenantId: String?
-    /// Opaque hash of a password set through the Admin API (no password sign-in is served).
+    /// The password's salted hash and its salt (base64; see PhoneAuthAPI/Passwords.swift), never the password.
     public var passwordHash: String?
+    public var salt: String?
+    /// Milliseconds since the epoch: when the password was last set.
+    public var passwordUpdatedAt: Int64?
 
     public init(localId: String, createdAt: Int64) {
         self.localId = localId
@@ -134,6 +137,10 @@ public struct AuthStore: Sendable {
     public var config: ProjectConfig
     public var users: [String: UserRecord] = [:]
     public var phoneIndex: [String: String] = [:]
+    /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
+    public var emailIndex: [String: String] = [:]
+    /// Out-of-band codes (email verification, password reset) and their inbox long-polls (OobCodes.swift).
+    public var oob = OobState()
     public var sessions = SessionTable()
     public var nextSequence: UInt64 = 0
     /// temporaryProof → phone number (link conflicts); expiring and capped (`Emulator.temporaryProofLifetimeMillis`).
@@ -167,12 +174,26 @@ public struct AuthStore: Sendable {
             phoneIndex[old] = nil
         }
         if let p = user.phoneNumber { phoneIndex[p] = user.localId }
+        if let old = users[user.localId]?.email?.lowercased(), old != user.email?.lowercased(), emailIndex[old] == user.localId {
+            emailIndex[old] = nil
+        }
+        if let e = user.email { emailIndex[e.lowercased()] = user.localId }
         users[user.localId] = user
+    }
+
+    /// The user with this email (any case).
+    public func user(email: String) -> UserRecord? { emailIndex[email.lowercased()].flatMap { users[$0] } }
+
+    /// Rebuilds the email index from `users` (after `users` was replaced whole: a rolled-back wipe).
+    mutating func rebuildEmailIndex() {
+        emailIndex = [:]
+        for u in users.values { if let e = u.email { emailIndex[e.lowercased()] = u.localId } }
     }
 
     public mutating func deleteUser(_ localId: String) {
         guard let u = users.removeValue(forKey: localId) else { return }
         if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
+        if let e = u.email?.lowercased(), emailIndex[e] == localId { emailIndex[e] = nil }
     }
 
     /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.

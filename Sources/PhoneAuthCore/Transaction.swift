@@ -53,6 +53,8 @@ enum Undo: Sendable {
     case users([String: UserRecord], [String: String])
     case session(SessionID, VerificationSession?)
     case sessions(SessionTable)
+    case oobCode(String, OobCode?)
+    case oobCodes(OobTable)
     case config(ProjectConfig, TenantSettings?, implicit: Bool)
     case refreshTokenAdded(String)
     case refreshTokensRemoved([(String, RefreshTokenRecord)])
@@ -151,6 +153,7 @@ public struct StoreTransaction {
         let users = p.pointee.users, phones = p.pointee.phoneIndex
         p.pointee.users = [:]
         p.pointee.phoneIndex = [:]
+        p.pointee.emailIndex = [:]
         p.pointee.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
@@ -208,6 +211,46 @@ public struct StoreTransaction {
             undo.append(.session(gone.id, gone))
             changes.append(.sessionDeleted(key, gone.sessionInfo))
         }
+    }
+
+    // MARK: out-of-band codes
+
+    /// Stores an out-of-band code; past `OobTable.capacity` the oldest ones are deleted (durably, with this one).
+    public mutating func save(_ oob: OobCode) {
+        while p.pointee.oob.table.count >= OobTable.capacity, let oldest = p.pointee.oob.table.oldest {
+            deleteOobCode(oldest.code)
+        }
+        if journaled {
+            undo.append(.oobCode(oob.code, p.pointee.oob.table[oob.code]))
+            changes.append(.oobCodeSaved(key, oob))
+        }
+        _ = p.pointee.oob.table.remove(oob.code)
+        p.pointee.oob.table.insert(oob)
+    }
+
+    /// Deletes an out-of-band code (used, expired or evicted).
+    public mutating func deleteOobCode(_ code: String) {
+        guard let old = p.pointee.oob.table.remove(code) else { return }
+        if journaled {
+            undo.append(.oobCode(code, old))
+            changes.append(.oobCodeDeleted(key, code))
+        }
+    }
+
+    /// Deletes every out-of-band code (all, or one email's); returns how many.
+    public mutating func clearOobCodes(email: String?) -> Int {
+        if let email {
+            let gone = p.pointee.oob.table.list(email: email)
+            for c in gone { deleteOobCode(c.code) }
+            return gone.count
+        }
+        let before = p.pointee.oob.table
+        p.pointee.oob.table = OobTable()
+        if journaled {
+            undo.append(.oobCodes(before))
+            changes.append(.oobCodesCleared(key))
+        }
+        return before.count
     }
 
     // MARK: config
@@ -473,8 +516,12 @@ final class JournalCommitter: Sendable {
         case .users(let users, let phones):
             g.store.users = users
             g.store.phoneIndex = phones
+            g.store.rebuildEmailIndex()
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
+        case .oobCode(let code, let old?): _ = g.store.oob.table.remove(code); g.store.oob.table.insert(old)
+        case .oobCode(let code, nil): _ = g.store.oob.table.remove(code)
+        case .oobCodes(let table): g.store.oob.table = table
         case .config(let c, let t, let implicit):
             g.store.config = c
             g.store.tenant = t

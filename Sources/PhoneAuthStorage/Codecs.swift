@@ -39,6 +39,8 @@ enum Codecs {
         o.set("validSince", u.validSince.map(int))
         o.set("tenantId", u.tenantId.map(JSON.string))
         o.set("passwordHash", u.passwordHash.map(JSON.string))
+        o.set("salt", u.salt.map(JSON.string))
+        o.set("passwordUpdatedAt", u.passwordUpdatedAt.map(int))
         return JSON.object(o).serializedString
     }
 
@@ -59,6 +61,8 @@ enum Codecs {
         u.validSince = int64(o["validSince"])
         u.tenantId = o["tenantId"]?.stringValue
         u.passwordHash = o["passwordHash"]?.stringValue
+        u.salt = o["salt"]?.stringValue
+        u.passwordUpdatedAt = int64(o["passwordUpdatedAt"])
         return u
     }
 
@@ -81,6 +85,22 @@ enum Codecs {
             attemptsLeft: o["attemptsLeft"]?.int64Value.map { Int($0) }, fictional: o["fictional"]?.boolValue ?? false,
             kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn,
             appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, int64(o["sequence"]) ?? 0)))
+    }
+
+    static func encode(_ c: OobCode) -> String {
+        var o: JSONObject = ["oobCode": .string(c.code), "email": .string(c.email), "requestType": .string(c.requestType.rawValue),
+                             "oobLink": .string(c.link), "createdAt": int(c.createdAt), "expiresAt": int(c.expiresAt), "sequence": int(c.sequence)]
+        o.set("newEmail", c.newEmail.map(JSON.string))
+        return JSON.object(o).serializedString
+    }
+
+    static func decodeOobCode(_ text: String) -> OobCode? {
+        guard case .object(let o)? = try? JSONParser.parse(text), let code = o["oobCode"]?.stringValue, let email = o["email"]?.stringValue,
+            let type = o["requestType"]?.stringValue.flatMap(OobCode.RequestType.init(rawValue:)), let link = o["oobLink"]?.stringValue,
+            let created = int64(o["createdAt"]), let expires = int64(o["expiresAt"])
+        else { return nil }
+        return OobCode(code: code, email: email, newEmail: o["newEmail"]?.stringValue, requestType: type, link: link, createdAt: created,
+                       expiresAt: expires, sequence: UInt64(max(0, int64(o["sequence"]) ?? 0)))
     }
 
     static func encode(_ r: RefreshTokenRecord) -> String {

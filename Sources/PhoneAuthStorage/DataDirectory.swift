@@ -57,6 +57,8 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                     PRIMARY KEY (project, tenant, local_id)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS sessions (project TEXT NOT NULL, tenant TEXT NOT NULL, session_info TEXT NOT NULL, doc TEXT NOT NULL,
                     PRIMARY KEY (project, tenant, session_info)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS oob_codes (project TEXT NOT NULL, tenant TEXT NOT NULL, code TEXT NOT NULL, doc TEXT NOT NULL,
+                    PRIMARY KEY (project, tenant, code)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS configs (project TEXT NOT NULL, tenant TEXT NOT NULL, doc TEXT NOT NULL,
                     PRIMARY KEY (project, tenant)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS refresh_tokens (token TEXT PRIMARY KEY, project TEXT NOT NULL, tenant TEXT NOT NULL,
@@ -155,9 +157,16 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             try c.run("INSERT OR REPLACE INTO configs (project, tenant, doc) VALUES (?, ?, ?)",
                       [.text(k.projectId), Self.t(k.tenantId), .text(Codecs.encode(config, tenant))])
         case .storeDeleted(let k):
-            for table in ["users", "sessions", "configs", "refresh_tokens"] {
+            for table in ["users", "sessions", "configs", "refresh_tokens", "oob_codes"] {
                 try c.run("DELETE FROM \(table) WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
             }
+        case .oobCodeSaved(let k, let code):
+            try c.run("INSERT OR REPLACE INTO oob_codes (project, tenant, code, doc) VALUES (?, ?, ?, ?)",
+                      [.text(k.projectId), Self.t(k.tenantId), .text(code.code), .text(Codecs.encode(code))])
+        case .oobCodeDeleted(let k, let code):
+            try c.run("DELETE FROM oob_codes WHERE project = ? AND tenant = ? AND code = ?", [.text(k.projectId), Self.t(k.tenantId), .text(code)])
+        case .oobCodesCleared(let k):
+            try c.run("DELETE FROM oob_codes WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
         case .refreshTokenSaved(let token, let r):
             try c.run("INSERT OR REPLACE INTO refresh_tokens (token, project, tenant, local_id, doc) VALUES (?, ?, ?, ?, ?)",
                       [.text(token), .text(r.projectId), Self.t(r.tenantId), .text(r.localId), .text(Codecs.encode(r))])
@@ -192,6 +201,11 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                 let k = key(row)
                 guard let s = row[2].text.flatMap(Codecs.decodeSession) else { throw SQLiteError(code: 0, message: "unreadable session in \(k)") }
                 stores[k, default: StoreSnapshot(key: k)].sessions.append(s)
+            }
+            for row in try c.query("SELECT project, tenant, doc FROM oob_codes") {
+                let k = key(row)
+                guard let o = row[2].text.flatMap(Codecs.decodeOobCode) else { throw SQLiteError(code: 0, message: "unreadable oob code in \(k)") }
+                stores[k, default: StoreSnapshot(key: k)].oobCodes.append(o)
             }
             var tokens: [(String, RefreshTokenRecord)] = []
             for row in try c.query("SELECT token, doc FROM refresh_tokens") {

@@ -1,0 +1,95 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// Client `signUp` with an email and password (or linking them with `idToken`): production's checks, in the official
+/// emulator's order, before the account is written.
+enum EmailSignUp {
+    static func check(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws(AuthError) {
+        let email = try call.string("email"), password = try call.string("password")
+        let idToken = try call.string("idToken")
+        guard (idToken?.isEmpty == false) || email != nil || password != nil else { return }
+        guard let email, !email.isEmpty else { throw AuthError(.missingEmail) }
+        guard let password, !password.isEmpty else { throw AuthError(.missingPassword) }
+        if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.operationNotAllowed) }
+        guard Identifiers.isValidEmail(email) else { throw AuthError(.invalidEmail) }
+        if app.emulator.user(key, email: email) != nil { throw AuthError(.emailExists) }
+        guard password.count >= Passwords.minimumLength else { throw Passwords.weak }
+    }
+}
+
+/// `accounts:update` changing a user's email: the new address is unverified and older tokens are revoked
+/// (`validSince` = now), as production does; the same address is no change.
+enum EmailChange {
+    static func revokeOnChange(_ app: PhoneAuthApp, key: StoreKey, localId: String, _ changes: inout UserChanges) {
+        guard case .set(let email) = changes.email else { return }
+        let current = app.emulator.existingStore(key)?.read { $0.users[localId]?.email }
+        guard current?.lowercased() != email.lowercased() else { return }
+        if changes.emailVerified == nil { changes.emailVerified = false }
+        if changes.validSince == nil { changes.validSince = app.emulator.clock.nowSeconds() }
+    }
+}
+
+/// `accounts:signInWithPassword` (legacy `verifyPassword`). Unknown email and wrong password are both
+/// `INVALID_LOGIN_CREDENTIALS` (production with email enumeration protection, the default since 2023). The password is
+/// hashed here, outside the store's lock; the sign-in then checks in one transaction that the hash is still current.
+enum SignInWithPassword {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.passwordLoginDisabled) }
+        guard let email = try call.string("email") else { throw AuthError(.missingEmail) }
+        guard Identifiers.isValidEmail(email) else { throw AuthError(.invalidEmail) }
+        guard let password = try call.string("password"), !password.isEmpty else { throw AuthError(.missingPassword) }
+        guard let user = app.emulator.user(key, email: email) else { throw AuthError(.invalidLoginCredentials) }
+        guard !user.disabled else { throw AuthError(.userDisabled) }
+        guard let hash = user.passwordHash, Passwords.matches(password, hash: hash, salt: user.salt) else {
+            throw AuthError(.invalidLoginCredentials)
+        }
+        let (signedIn, refresh, authTime) = try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash)
+        let id = try app.idToken(for: signedIn, key: key, signInProvider: "password", authTime: authTime)
+        var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(signedIn.localId),
+                             "email": .string(signedIn.email ?? email.lowercased()), "displayName": .string(signedIn.displayName ?? ""),
+                             "idToken": .string(id), "registered": true, "refreshToken": .string(refresh),
+                             "expiresIn": .string(String(TokenService.tokenLifetimeSeconds))]
+        o.set("photoUrl", signedIn.photoUrl.map(JSON.string))
+        return Reply(.object(o))
+    }
+}
+
+/// `accounts:createAuthUri` (legacy `createAuthUri`; the JS SDK's `fetchSignInMethodsForEmail`): whether an email
+/// has an account and how it signs in. Empty lists are omitted, as production's proto JSON does.
+enum CreateAuthUri {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        if try call.string("providerId") != nil {
+            throw AuthError.invalidArgument("Sign-in with an identity provider is not supported by this emulator.")
+        }
+        guard let identifier = try call.string("identifier"), !identifier.isEmpty else { throw AuthError(.missingIdentifier) }
+        guard let continueUri = try call.string("continueUri"), !continueUri.isEmpty else { throw AuthError(.missingContinueUri) }
+        guard Identifiers.isValidEmail(identifier) else { throw AuthError(.invalidIdentifier) }
+        guard isAbsoluteURI(continueUri) else { throw AuthError(.invalidContinueUri) }
+        var sessionId = try call.string("sessionId") ?? ""
+        if sessionId.isEmpty { sessionId = app.emulator.random.alphanumeric(27) }
+        var o: JSONObject = ["kind": "identitytoolkit#CreateAuthUriResponse"]
+        let user = app.emulator.user(key, email: identifier)
+        o["registered"] = .bool(user != nil)
+        if let user {
+            o["allProviders"] = ["password"]
+            if user.passwordHash != nil { o["signinMethods"] = ["password"] }
+        }
+        o["sessionId"] = .string(sessionId)
+        return Reply(.object(o))
+    }
+
+    /// `scheme://host…` with an RFC 3986 scheme and a non-empty host.
+    static func isAbsoluteURI(_ s: String) -> Bool {
+        guard !Identifiers.containsControlCharacters(s), let r = s.firstRange(of: "://") else { return false }
+        let scheme = Array(s[..<r.lowerBound].utf8)
+        func letter(_ c: UInt8) -> Bool { (c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A }
+        guard let first = scheme.first, letter(first),
+              scheme.allSatisfy({ letter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E })
+        else { return false }
+        let rest = s[r.upperBound...]
+        let host = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return !host.isEmpty
+    }
+}

@@ -1,0 +1,172 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// `accounts:sendOobCode` (legacy `getOobConfirmationCode`) and admin `…/accounts:sendOobCode` (firebase-admin's
+/// `generate_password_reset_link` / `generate_email_verification_link`). No email is sent: the link is logged and
+/// lands in the inbox (`GET /emulator/v1/projects/{p}/oobCodes`). `returnOobLink` (admin only) returns it.
+enum SendOobCode {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        guard let rawType = try call.string("requestType"), !rawType.isEmpty, rawType != "OOB_REQ_TYPE_UNSPECIFIED" else {
+            throw AuthError(.missingReqType)
+        }
+        let returnLink = try call.bool("returnOobLink") ?? false
+        if returnLink && !call.privileged { throw AuthError(.insufficientPermission) }
+        let continueUrl = try call.string("continueUrl").flatMap { $0.isEmpty ? nil : $0 }
+        if let continueUrl, !CreateAuthUri.isAbsoluteURI(continueUrl) {
+            throw AuthError(.invalidContinueUri, "((expected an absolute URI with valid scheme and host))")
+        }
+        guard let type = OobCode.RequestType(rawValue: rawType) else {
+            if rawType == "EMAIL_SIGNIN" { throw AuthError(.operationNotAllowed, "Email link sign-in is not supported by this emulator.") }
+            throw AuthError.invalidJSON("Invalid value at 'request_type' (TYPE_ENUM), \"\(rawType.prefix(100))\"")
+        }
+        /// The account's email: the body's (PASSWORD_RESET; admin `returnOobLink` without `idToken`), else the
+        /// `idToken` user's.
+        func accountEmail(fromToken: Bool) throws(AuthError) -> String {
+            let idToken = try call.string("idToken").flatMap { $0.isEmpty ? nil : $0 }
+            if fromToken && (idToken != nil || !returnLink) {
+                guard let idToken else { throw AuthError(.missingIdToken) }
+                let (_, user) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+                guard let e = user.email else { throw AuthError(.missingEmail) }
+                return e
+            }
+            guard let e = try call.string("email"), !e.isEmpty else { throw AuthError(.missingEmail) }
+            guard Identifiers.isValidEmail(e) else { throw AuthError(.invalidEmail) }
+            guard app.emulator.user(key, email: e) != nil else { throw AuthError(type == .passwordReset ? .emailNotFound : .userNotFound) }
+            return e
+        }
+        var newEmail: String? = nil
+        let email: String
+        switch type {
+        case .passwordReset:
+            email = try accountEmail(fromToken: false)
+        case .verifyEmail:
+            email = try accountEmail(fromToken: true)
+        case .verifyAndChangeEmail:
+            guard let n = try call.string("newEmail"), !n.isEmpty else { throw AuthError(.missingNewEmail) }
+            guard Identifiers.isValidEmail(n) else { throw AuthError(.invalidEmail) }
+            newEmail = n
+            email = try accountEmail(fromToken: true)
+        }
+        let base = linkBase(call)
+        let tenant = key.tenantId
+        let code = try app.emulator.createOobCode(key, email: email, newEmail: newEmail, type: type, link: { code in
+            var q = "mode=\(type.mode)&lang=en&oobCode=\(code)&apiKey=fake-api-key"
+            if let continueUrl { q += "&continueUrl=" + URLEncoding.percentEncode(continueUrl) }
+            if let tenant { q += "&tenantId=" + URLEncoding.percentEncode(tenant) }
+            return base + "/emulator/action?" + q
+        }, check: { s throws(AuthError) in
+            guard s.user(email: email) != nil else { throw AuthError(type == .passwordReset ? .emailNotFound : .userNotFound) }
+            if let newEmail, s.user(email: newEmail) != nil { throw AuthError(.emailExists) }
+        })
+        var o: JSONObject = ["kind": "identitytoolkit#GetOobConfirmationCodeResponse", "email": .string(code.email)]
+        if returnLink {
+            o["oobCode"] = .string(code.code)
+            o["oobLink"] = .string(code.link)
+        }
+        return Reply(.object(o))
+    }
+
+    /// `http://<Host>` of the request (the `WebBoundary` admitted it), else `http://localhost`.
+    static func linkBase(_ call: Call) -> String {
+        let host = call.request.headers["Host"] ?? ""
+        let ok = !host.isEmpty && host.utf8.count <= 255 && host.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A) || c == 0x2E || c == 0x2D || c == 0x3A || c == 0x5B || c == 0x5D
+        }
+        return "http://" + (ok ? host : "localhost")
+    }
+}
+
+/// `accounts:resetPassword` (legacy `resetPassword`): with `newPassword`, a PASSWORD_RESET code sets the password;
+/// without, any code is only checked (`verifyPasswordResetCode` / `checkActionCode`). Answers `{email, requestType}`.
+enum ResetPassword {
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.passwordLoginDisabled) }
+        guard let oobCode = try call.string("oobCode"), !oobCode.isEmpty else { throw AuthError(.missingOobCode) }
+        let code: OobCode
+        if let newPassword = try call.string("newPassword"), !newPassword.isEmpty {
+            // The code's type is checked before the (costly) hash only through the transaction; a weak password first.
+            let (hash, salt) = try Passwords.checkedHash(newPassword, random: app.emulator.random)
+            (code, _) = try app.emulator.resetPassword(key, code: oobCode, passwordHash: hash, salt: salt)
+        } else {
+            code = try app.emulator.checkOobCode(key, code: oobCode)
+        }
+        var o: JSONObject = ["kind": "identitytoolkit#ResetPasswordResponse", "requestType": .string(code.requestType.rawValue),
+                             "email": .string(code.email)]
+        o.set("newEmail", code.newEmail.map(JSON.string))
+        return Reply(.object(o))
+    }
+}
+
+/// `accounts:update {oobCode}` (the SDKs' `applyActionCode`): VERIFY_EMAIL verifies, VERIFY_AND_CHANGE_EMAIL changes
+/// the email. Nil when the body has no `oobCode` (an ordinary update).
+enum ApplyActionCode {
+    static func handleIfPresent(_ app: PhoneAuthApp, _ call: Call) throws -> Reply? {
+        guard let oobCode = try call.string("oobCode"), !oobCode.isEmpty else { return nil }
+        let key = try call.storeKey()
+        let (code, user) = try app.emulator.applyOobCode(key, code: oobCode)
+        var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
+        o.set("email", user.email.map(JSON.string))
+        o["emailVerified"] = .bool(user.emailVerified)
+        o.set("displayName", user.displayName.map(JSON.string))
+        o.set("photoUrl", user.photoUrl.map(JSON.string))
+        o["providerUserInfo"] = UserJSON.render(user)["providerUserInfo"] ?? []
+        o.set("newEmail", code.newEmail.map(JSON.string))
+        return Reply(.object(o))
+    }
+}
+
+/// The out-of-band inbox: `GET/DELETE /emulator/v1/projects/{p}[/tenants/{t}]/oobCodes` (the official shape,
+/// `{"oobCodes":[{email, oobCode, oobLink, requestType, newEmail?}]}`, plus `?email=`) and `oobCodes:wait`.
+enum OobInbox {
+    static func key(_ call: Call) -> StoreKey { StoreKey(projectId: call.projectId, tenantId: call.pathTenant) }
+
+    static func emailFilter(_ call: Call) throws(AuthError) -> String? {
+        guard let e = call.queryValue("email") else { return nil }
+        guard Identifiers.isValidEmail(e) else { throw AuthError(.invalidEmail) }
+        return e
+    }
+
+    static func list(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let codes = app.emulator.oobCodes(key(call), email: try emailFilter(call))
+        return Reply(["oobCodes": .array(codes.map(render))])
+    }
+
+    static func clear(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let n = try app.emulator.clearOobCodes(key(call), email: try emailFilter(call))
+        return Reply(["deleted": .int(n)])
+    }
+
+    static func render(_ c: OobCode) -> JSON {
+        var o: JSONObject = ["email": .string(c.email), "oobCode": .string(c.code), "oobLink": .string(c.link),
+                             "requestType": .string(c.requestType.rawValue)]
+        o.set("newEmail", c.newEmail.map(JSON.string))
+        return .object(o)
+    }
+
+    /// Long-poll: the newest pending code for `email`, or the first one made within `timeoutSeconds` (default 30, at
+    /// most 300); 404 `NOT_FOUND` after the timeout. Holds no thread; capped per project (429); cancelled on close.
+    static func wait(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        guard let email = try emailFilter(call) else { throw AuthError.invalidArgument("email is required.") }
+        var timeout = 30.0
+        if let t = call.queryValue("timeoutSeconds") {
+            guard let v = Double(t), v >= 0, v <= 300 else { throw AuthError.invalidArgument("timeoutSeconds must be between 0 and 300.") }
+            timeout = v
+        }
+        let k = key(call)
+        try app.emulator.admit(k, create: true)
+        let complete = call.complete
+        let seconds = timeout
+        let waiter = try app.emulator.waitForOobCode(k, email: email, timeoutSeconds: seconds) { code in
+            if let code {
+                complete(Reply(render(code)))
+            } else {
+                let e = AuthError.notFound("No out-of-band code for \(email.lowercased()) arrived within \(seconds) seconds.")
+                complete(Reply(e.wire.json, status: 404))
+            }
+        }
+        if let waiter { call.onClose { waiter.cancel() } }
+        return .deferred
+    }
+}

@@ -1,0 +1,80 @@
+import EmulatorSupport
+import JWT
+import PhoneAuthCore
+
+/// How passwords are stored: PBKDF2-HMAC-SHA256 (OpenSSL) with a random 16-byte salt from the emulator's
+/// `RandomSource`, `iterations` rounds, 32 bytes; `passwordHash` and `salt` are their standard base64. The cost is
+/// deliberately low: this is test data, and suites sign in thousands of times (see SECURITY.md). The password itself
+/// is never stored, logged or returned.
+enum Passwords {
+    /// PBKDF2 rounds. Fixed: stored hashes (data directories, exports) depend on it.
+    static let iterations = 100
+    static let saltBytes = 16
+    /// Production's minimum (`WEAK_PASSWORD : Password should be at least 6 characters`).
+    static let minimumLength = 6
+
+    /// `WEAK_PASSWORD` below `minimumLength` characters, else the hash and salt.
+    static func checkedHash(_ password: String, random: any RandomSource) throws(AuthError) -> (hash: String, salt: String) {
+        guard password.count >= minimumLength else { throw weak }
+        return hash(password, random: random)
+    }
+
+    static let weak = AuthError(.weakPassword, "Password should be at least \(minimumLength) characters")
+
+    static func hash(_ password: String, random: any RandomSource) -> (hash: String, salt: String) {
+        let salt = random.bytes(saltBytes)
+        return (derive(password, salt: salt), Base64URL.encodeStandard(salt))
+    }
+
+    static func derive(_ password: String, salt: [UInt8]) -> String {
+        Base64URL.encodeStandard(pbkdf2SHA256(password: Array(password.utf8), salt: salt, iterations: iterations))
+    }
+
+    /// Whether `password` is the one stored as `hash`/`salt`: our PBKDF2 format, or the salted SHA-256
+    /// (`salt:hash`, base64url, no separate salt) earlier versions stored for admin-set passwords. Constant-time compare.
+    static func matches(_ password: String, hash: String?, salt: String?) -> Bool {
+        guard let hash else { return false }
+        if let salt, let saltBytes = Base64URL.decode(salt) {
+            return constantTimeEquals(derive(password, salt: saltBytes), hash)
+        }
+        if salt == nil, let colon = hash.firstIndex(of: ":"), let s = Base64URL.decode(hash[..<colon]) {
+            let expected = Base64URL.encode(sha256(s + Array(password.utf8)))
+            return constantTimeEquals(expected, String(hash[hash.index(after: colon)...]))
+        }
+        return false
+    }
+
+    /// The official emulator stores `fakeHash:salt=<salt>:password=<password>` (and exports it): the password an
+    /// imported record of that form carries, so it can be re-hashed on import and keep signing in.
+    static func officialEmulatorPassword(hash: String, salt: String?) -> String? {
+        let prefix = "fakeHash:salt=" + (salt ?? "") + ":password="
+        guard hash.hasPrefix(prefix) else { return nil }
+        return String(hash.dropFirst(prefix.count))
+    }
+
+    /// What production shows a non-admin caller instead of a hash ("REDACTED", base64).
+    static let redacted = "UkVEQUNURUQ="
+}
+
+/// The password of an imported record (batchCreate, firebase-tools import): our own `passwordHash`/`salt` as exported;
+/// the official emulator's `fakeHash:salt=…:password=…` re-hashed (so its exports keep signing in, and the password
+/// is not kept in the clear); `rawPassword` (the official emulator's import field) hashed; anything else stored
+/// as given (kept in exports; it cannot sign in).
+enum ImportedPassword {
+    static func changes(_ u: JSONObject, random: any RandomSource) -> (hash: String, salt: String?, updatedAt: Int64?)? {
+        let updatedAt = BatchAccounts.intField(u["passwordUpdatedAt"]).flatMap { TimeField.createdAt.isValid($0) ? $0 : nil }
+        if let hash = BatchAccounts.stringField(u["passwordHash"]), !hash.isEmpty {
+            let salt = BatchAccounts.stringField(u["salt"])
+            if let plain = Passwords.officialEmulatorPassword(hash: hash, salt: salt) {
+                let h = Passwords.hash(plain, random: random)
+                return (h.hash, h.salt, updatedAt)
+            }
+            return (hash, salt, updatedAt)
+        }
+        if let raw = BatchAccounts.stringField(u["rawPassword"]), !raw.isEmpty {
+            let h = Passwords.hash(raw, random: random)
+            return (h.hash, h.salt, updatedAt)
+        }
+        return nil
+    }
+}

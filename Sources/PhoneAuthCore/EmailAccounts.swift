@@ -1,0 +1,77 @@
+import EmulatorSupport
+
+/// Email + password accounts: password sign-in and what out-of-band codes do to an account. Passwords are hashed by
+/// the caller (PhoneAuthAPI/Passwords.swift, outside any lock); these functions only compare stored values.
+extension Emulator {
+    /// The user with this email (any case), or nil. Never creates a store.
+    public func user(_ key: StoreKey, email: String) -> UserRecord? {
+        existingStore(key)?.read { $0.user(email: email) }
+    }
+
+    /// Signs in the user whose password the caller verified against `verifiedHash`: in one transaction, the user must
+    /// still have that hash (a password changed meanwhile is `INVALID_LOGIN_CREDENTIALS`), `USER_DISABLED` otherwise
+    /// checked, `lastLoginAt` set and a refresh token issued. Returns the user, its refresh token and the auth time.
+    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String) throws(AuthError) -> (user: UserRecord, refreshToken: String, authTime: Int64) {
+        let now = clock.nowMillis()
+        guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
+        return try transaction(box) { tx throws(AuthError) in
+            try Self.checkTenantEnabled(tx.store)
+            guard var user = tx.store.users[localId], let hash = user.passwordHash, constantTimeEquals(hash, verifiedHash) else {
+                throw AuthError(.invalidLoginCredentials)
+            }
+            guard !user.disabled else { throw AuthError(.userDisabled) }
+            user.lastLoginAt = now
+            tx.save(user)
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "password")
+            tx.insertRefreshToken(token, record)
+            return (user, token, now / 1000)
+        }
+    }
+
+    /// `resetPassword` without `newPassword`: the code's details, if it is good (`INVALID_OOB_CODE`, `EXPIRED_OOB_CODE`).
+    public func checkOobCode(_ key: StoreKey, code: String) throws(AuthError) -> OobCode {
+        try useOobCode(key, code: code, consume: false) { _, c throws(AuthError) in c }
+    }
+
+    /// `resetPassword` with `newPassword` (already hashed): a PASSWORD_RESET code sets the password of its email's
+    /// account, marks the email verified and revokes older tokens; the code is used up.
+    public func resetPassword(_ key: StoreKey, code: String, passwordHash: String, salt: String) throws(AuthError) -> (OobCode, UserRecord) {
+        let now = clock.nowMillis()
+        return try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
+            guard c.requestType == .passwordReset else { throw AuthError(.invalidOobCode) }
+            tx.deleteOobCode(c.code)
+            guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
+            user.passwordHash = passwordHash
+            user.salt = salt
+            user.passwordUpdatedAt = now
+            user.emailVerified = true
+            user.validSince = now / 1000
+            tx.save(user)
+            return (c, user)
+        }
+    }
+
+    /// `accounts:update {oobCode}` (applyActionCode): VERIFY_EMAIL marks the email verified; VERIFY_AND_CHANGE_EMAIL
+    /// moves the account to the new email, verified (`EMAIL_EXISTS` if taken meanwhile). The code is used up.
+    /// A password-reset code is `INVALID_OOB_CODE` here (and stays usable for `resetPassword`).
+    public func applyOobCode(_ key: StoreKey, code: String) throws(AuthError) -> (OobCode, UserRecord) {
+        try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
+            guard c.requestType != .passwordReset else { throw AuthError(.invalidOobCode) }
+            tx.deleteOobCode(c.code)
+            guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
+            switch c.requestType {
+            case .verifyEmail:
+                user.emailVerified = true
+            case .verifyAndChangeEmail:
+                guard let newEmail = c.newEmail else { throw AuthError(.invalidOobCode) }
+                if let owner = tx.store.emailIndex[newEmail], owner != user.localId { throw AuthError(.emailExists) }
+                user.email = newEmail
+                user.emailVerified = true
+            case .passwordReset:
+                break
+            }
+            tx.save(user)
+            return (c, user)
+        }
+    }
+}
