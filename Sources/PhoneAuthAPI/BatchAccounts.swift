@@ -120,6 +120,11 @@ enum BatchAccounts {
                 }
             }
             if let badTime { fail(badTime); continue }
+            switch MFAImport.parse(u["mfaInfo"], email: stringField(u["email"]), emailVerified: u["emailVerified"]?.boolValue ?? false,
+                                   emulator: app.emulator) {
+            case .success(let list): c.mfaInfo = list
+            case .failure(let e): fail(e.message); continue
+            }
             if let v = stringField(u["passwordHash"]) {
                 c.passwordHash = v
                 c.passwordRevokesTokens = false

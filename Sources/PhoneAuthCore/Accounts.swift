@@ -23,6 +23,8 @@ public struct UserChanges: Sendable {
     public var passwordRevokesTokens = true
     public var createdAt: Int64?
     public var lastLoginAt: Int64?
+    /// Replaces the second factors (`[]` clears); nil leaves them alone. Checked by `MultiFactor.enrollments`.
+    public var mfaInfo: [MFAEnrollment]?
     public init() {}
 }
 
@@ -202,6 +204,7 @@ extension Emulator {
         }
         if let v = c.createdAt { user.createdAt = v }
         if let v = c.lastLoginAt { user.lastLoginAt = v }
+        if let v = c.mfaInfo { user.mfaInfo = v }
     }
 
     static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }
