@@ -325,6 +325,25 @@ final class MultiFactorTests: XCTestCase, AppCalling {
         XCTAssertEqual(try claims(fin.1["idToken"])["firebase"]?["sign_in_second_factor"], "phone")
     }
 
+    func testAppVerificationLimitsAndScenarioNumbersApplyToMFACodes() throws {
+        let idToken = try passwordUser()
+        _ = try app.emulator.patchConfig(key, ["phoneAuth": ["appVerification": "ENFORCE", "sendRateLimits": ["perPhoneNumber": ["max": 1]],
+                                                            "scenarioNumbers": ["+15550000001": ["onSend": "QUOTA_EXCEEDED"]]]])
+        func start(_ phone: String, _ extra: String = "") -> (Int, JSON) {
+            v2("mfaEnrollment:start", #"{"idToken":"\#(idToken)","phoneEnrollmentInfo":{"phoneNumber":"\#(phone)"\#(extra)}}"#)
+        }
+        XCTAssertEqual(message(start("+15557770001")), "MISSING_APP_CREDENTIAL")
+        let minted = app.emulator.mintAppCredential(key, type: .recaptcha).token
+        XCTAssertEqual(start("+15557770001", #","recaptchaToken":"\#(minted)""#).0, 200)
+        XCTAssertEqual(message(start("+15557770001", #","recaptchaToken":"\#(minted)""#)), "CAPTCHA_CHECK_FAILED : Recaptcha verification failed - MALFORMED", "single use")
+        let again = app.emulator.mintAppCredential(key, type: .recaptcha).token
+        XCTAssertEqual(message(start("+15557770001", #","recaptchaToken":"\#(again)""#)), "TOO_MANY_ATTEMPTS_TRY_LATER")
+        XCTAssertEqual(message(start("+15550000001")), "QUOTA_EXCEEDED")
+        // Fictional numbers skip app verification and limits, as for the first factor.
+        XCTAssertEqual(start(fictional).0, 200)
+        XCTAssertEqual(start(fictional).0, 200)
+    }
+
     // MARK: config and tenants
 
     func testMFAConfigInTheConfigsAndTenants() throws {
