@@ -82,7 +82,10 @@ enum SignUp {
         var o: JSONObject = ["kind": "identitytoolkit#SignupNewUserResponse"]
         if call.privileged, (try call.string("idToken")) == nil {
             var changes = try call.userChanges(privileged: true)
-            if let mfa = call.body["mfaInfo"], mfa != .null, mfa.arrayValue == nil { throw AuthError.invalidJSON("/mfaInfo must be array") }
+            if let mfa = call.body["mfaInfo"], mfa != .null {
+                guard mfa.arrayValue != nil else { throw AuthError.invalidJSON("/mfaInfo must be array") }
+                changes.mfaInfo = try call.adminEnrollments(mfa, field: "mfaInfo", generateIds: true, emulator: app.emulator)
+            }
             if changes.disabled == nil, let d = try call.bool("disabled") { changes.disabled = d }
             let user = try app.emulator.createUser(key, localId: try call.string("localId"), changes: changes)
             o["localId"] = .string(user.localId)
@@ -141,6 +144,12 @@ enum UpdateAccount {
         let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError(.invalidReqType, "Unsupported request parameters."))
         var changes = try call.userChanges(privileged: call.privileged)
         EmailChange.revokeOnChange(app, key: key, localId: localId, &changes)
+        if call.privileged, let mfa = try call.object("mfa") {
+            // Replaces the list; `enrollments: []` or `mfa: {}` clears it (no `mfa` key leaves it alone).
+            let list = mfa["enrollments"] ?? .null
+            changes.mfaInfo = list == .null || list.arrayValue?.isEmpty == true
+                ? [] : try call.adminEnrollments(list, field: "mfa.enrollments", generateIds: false, emulator: app.emulator)
+        }
         let deleteProviders = try call.strings("deleteProvider")
         // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
         let wantsTokens = try call.bool("returnSecureToken") == true

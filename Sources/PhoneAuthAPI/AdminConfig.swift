@@ -13,6 +13,7 @@ enum AdminConfig {
         signIn["phoneNumber"] = ["enabled": .bool(c.phoneEnabled), "testPhoneNumbers": ProjectConfig.testNumbersJSON(c.testPhoneNumbers)]
         doc["signIn"] = .object(signIn)
         doc["smsRegionConfig"] = c.smsRegionJSON
+        doc["mfa"] = c.mfa.json
         return doc
     }
 
@@ -62,12 +63,15 @@ enum AdminConfig {
             }
             updated.smsRegion = .allowByDefault(disallowed: [])
             if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
+            updated.mfa = .disabled  // a masked `mfa` absent from the body is cleared
+            if let v = doc["mfa"], v != .null { try updated.mfa.apply(v, path: "mfa") }
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
         var rest = doc
         rest["name"] = nil
         rest["smsRegionConfig"] = nil
+        rest["mfa"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
         return updated

@@ -120,6 +120,11 @@ enum BatchAccounts {
                 }
             }
             if let badTime { fail(badTime); continue }
+            switch MFAImport.parse(u["mfaInfo"], email: stringField(u["email"]), emailVerified: u["emailVerified"]?.boolValue ?? false,
+                                   emulator: app.emulator) {
+            case .success(let list): c.mfaInfo = list
+            case .failure(let e): fail(e.message); continue
+            }
             if let pw = ImportedPassword.changes(u, random: app.emulator.random) {
                 (c.passwordHash, c.salt, c.passwordUpdatedAt) = pw
                 c.passwordRevokesTokens = false

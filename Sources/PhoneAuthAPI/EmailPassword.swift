@@ -44,7 +44,17 @@ enum SignInWithPassword {
         guard let hash = user.passwordHash, Passwords.matches(password, hash: hash, salt: user.salt) else {
             throw AuthError(.invalidLoginCredentials)
         }
-        let (signedIn, refresh, authTime) = try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash)
+        let signedIn: UserRecord, refresh: String, authTime: Int64
+        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash) {
+        case .signedIn(let u, let r, let t): (signedIn, refresh, authTime) = (u, r, t)
+        case .secondFactorRequired(let u, let outcome):
+            // An enrolled user: no tokens yet, the MFA-required shape (the SDKs raise auth/multi-factor-auth-required).
+            var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(u.localId),
+                                 "email": .string(u.email ?? email.lowercased()), "displayName": .string(u.displayName ?? ""),
+                                 "registered": true]
+            for (k, v) in MFAJSON.pendingReply(outcome) ?? [:] { o[k] = v }
+            return Reply(.object(o))
+        }
         let id = try app.idToken(for: signedIn, key: key, signInProvider: "password", authTime: authTime)
         var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(signedIn.localId),
                              "email": .string(signedIn.email ?? email.lowercased()), "displayName": .string(signedIn.displayName ?? ""),

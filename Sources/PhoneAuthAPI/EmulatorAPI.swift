@@ -54,7 +54,7 @@ enum EmulatorAPI {
         o["expiresAt"] = s.expiresAt.map { .string(Timestamp.rfc3339(millis: $0)) } ?? .null
         o["attemptsLeft"] = s.attemptsLeft.map { .int($0) } ?? .null
         o["fictional"] = .bool(s.fictional)
-        o["kind"] = .string(s.kind.rawValue)
+        o["kind"] = .string(s.kind.inboxName)
         o["message"] = .string(s.message)
         return .object(o)
     }

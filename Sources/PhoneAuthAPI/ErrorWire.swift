@@ -59,6 +59,7 @@ struct ErrorWire: Sendable, Equatable {
         case .tenantNotFound: 404
         case .permissionDenied: 403
         case .resourceExhausted: 429
+        case .notImplemented: 501
         case .internal, .internalError: 500
         case .unavailable: 503
         default: 400
@@ -70,6 +71,7 @@ struct ErrorWire: Sendable, Equatable {
         case .tenantNotFound: "notFound"
         case .permissionDenied: "forbidden"
         case .resourceExhausted: "rateLimitExceeded"
+        case .notImplemented: "unimplemented"
         default: "invalid"
         }
     }

@@ -65,12 +65,7 @@ public enum ExportImport {
             written += 1
         }
         // config.json: what the official emulator reads (signIn.allowDuplicateEmails, emailPrivacyConfig) plus ours.
-        var config = app.emulator.config(root).toJSON().objectValue ?? JSONObject()
-        var signIn = config["signIn"]?.objectValue ?? JSONObject()
-        signIn["allowDuplicateEmails"] = false
-        config["signIn"] = .object(signIn)
-        config["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": false]
-        try write(authFD, "config.json", .object(config))
+        try write(authFD, "config.json", app.emulator.config(root).toJSON())
         return (total, written)
     }
 

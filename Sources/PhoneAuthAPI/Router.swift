@@ -173,6 +173,17 @@ enum Router {
                  "project number and `authorizedDomains`", Status.projects),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/recaptchaConfig", .client, .none, .loop,
                  "PHONE_PROVIDER `OFF` (or `ENFORCE` when configured)", RecaptchaConfig.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:start", .client, .json, .loop,
+                 "SMS second factor: send an enrollment code (`phoneEnrollmentInfo`), `{phoneSessionInfo}`", MFAEndpoints.enrollmentStart),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:finalize", .client, .json, .offload,
+                 "enroll with the code (`phoneVerificationInfo`); tokens with the second factor", MFAEndpoints.enrollmentFinalize),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:withdraw", .client, .json, .offload,
+                 "unenroll (`mfaEnrollmentId`); fresh tokens", MFAEndpoints.withdraw),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:start", .client, .json, .loop,
+                 "send a sign-in code to an enrolled number (`mfaPendingCredential`, `mfaEnrollmentId`), `{phoneResponseInfo}`",
+                 MFAEndpoints.signInStart),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:finalize", .client, .json, .offload,
+                 "finish the sign-in with the code; tokens with `sign_in_second_factor`", MFAEndpoints.signInFinalize),
 
         // Admin API (`Bearer owner`). An empty tenant (`tenants//…`, as firebase-tools import sends) is the top-level project.
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts", .adminPath, .json, .loop,

@@ -17,6 +17,12 @@ enum SendVerificationCode {
         creds.iosSecret = try call.string("iosSecret")
         creds.playIntegrityToken = try call.string("playIntegrityToken")
         creds.safetyNetToken = try call.string("safetyNetToken")
+        if let masked = phone, MultiFactor.isMasked(masked) {
+            // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint (see `sendMaskedMFACode`).
+            let sessionInfo = try app.emulator.sendMaskedMFACode(key, maskedPhone: masked, clientIP: call.request.remoteAddress, credentials: creds)
+            return Reply(call.legacy ? ["kind": "identitytoolkit#SendVerificationCodeResponse", "sessionInfo": .string(sessionInfo)]
+                                     : ["sessionInfo": .string(sessionInfo)])
+        }
         let sessionInfo = try app.emulator.sendVerificationCode(
             key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds)
         var o: JSONObject = [:]

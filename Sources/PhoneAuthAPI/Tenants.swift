@@ -12,12 +12,14 @@ enum Tenants {
     static func resource(_ key: StoreKey, _ t: TenantSettings, _ config: ProjectConfig) -> JSONObject {
         var o = t.extra
         o["name"] = .string("projects/\(key.projectId)/tenants/\(key.tenantId ?? "")")
+        o["tenantId"] = .string(key.tenantId ?? "")
         o.set("displayName", t.displayName.map(JSON.string))
         o["allowPasswordSignup"] = .bool(t.allowPasswordSignup)
         o["enableEmailLinkSignin"] = .bool(t.enableEmailLinkSignin)
         o["disableAuth"] = .bool(t.disableAuth)
         o["enableAnonymousUser"] = .bool(t.enableAnonymousUser)
         o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
+        o["mfaConfig"] = config.mfa.json
         return o
     }
 
@@ -44,7 +46,8 @@ enum Tenants {
         }
         var t = TenantSettings()
         var extra = doc
-        for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers"] {
+        for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
+                  "mfaConfig"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -67,6 +70,8 @@ enum Tenants {
         do throws(ConfigError) {
             config.testPhoneNumbers = [:]
             if let v = doc["testPhoneNumbers"] { config.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers") }
+            config.mfa = .disabled  // a masked `mfaConfig` absent from the body is cleared
+            if let v = doc["mfaConfig"], v != .null { try config.mfa.apply(v, path: "mfaConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }
@@ -88,7 +93,10 @@ enum Tenants {
         } while app.emulator.existingStore(StoreKey(projectId: call.projectId, tenantId: id)) != nil
         let key = StoreKey(projectId: call.projectId, tenantId: id)
         try app.emulator.admit(key, create: true, explicit: true)
-        return Reply(.object(try apply(app, key, body: call.body, masks: nil, creating: true)))
+        // A tenant made here has SMS MFA off unless the body turns it on (production and the official emulator).
+        var body = call.body
+        if body["mfaConfig"] == nil || body["mfaConfig"] == .null { body["mfaConfig"] = MFAConfig.disabled.json }
+        return Reply(.object(try apply(app, key, body: body, masks: nil, creating: true)))
     }
 
     static func list(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {

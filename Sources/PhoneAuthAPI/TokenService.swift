@@ -75,7 +75,9 @@ public final class TokenService: Sendable {
     }
 
     /// The ID token claims production issues for this user (custom claims first, reserved claims win).
-    public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64) -> JSONObject {
+    /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`).
+    public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
+                              secondFactorId: String? = nil) -> JSONObject {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
@@ -99,6 +101,10 @@ public final class TokenService: Sendable {
         var fb = JSONObject()
         fb["identities"] = .object(identities)
         fb["sign_in_provider"] = .string(signInProvider)
+        if let secondFactorId {
+            fb["second_factor_identifier"] = .string(secondFactorId)
+            fb["sign_in_second_factor"] = "phone"
+        }
         fb.set("tenant", key.tenantId.map(JSON.string))
         c["firebase"] = .object(fb)
         return c

@@ -3,8 +3,9 @@ import PhoneAuthCore
 
 extension PhoneAuthApp {
     /// Signs a fresh ID token for `user` (its refresh token comes from the transaction that saved the user).
-    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64) throws -> String {
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: emulator.clock.nowSeconds())
+    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil) throws -> String {
+        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: emulator.clock.nowSeconds(),
+                                         secondFactorId: secondFactorId)
         return try tokens.sign(claims)
     }
 
@@ -54,6 +55,7 @@ enum UserJSON {
             if !forClient { o.set("salt", u.salt.map(JSON.string)) }
             o.set("passwordUpdatedAt", u.passwordUpdatedAt.map { .int($0) })
         }
+        if !u.mfaInfo.isEmpty { o["mfaInfo"] = MFAJSON.enrollments(u.mfaInfo) }
         return .object(o)
     }
 }

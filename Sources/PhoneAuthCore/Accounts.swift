@@ -29,6 +29,8 @@ public struct UserChanges: Sendable {
     public var passwordRevokesTokens = true
     public var createdAt: Int64?
     public var lastLoginAt: Int64?
+    /// Replaces the second factors (`[]` clears); nil leaves them alone. Checked by `MultiFactor.enrollments`.
+    public var mfaInfo: [MFAEnrollment]?
     public init() {}
 }
 
@@ -251,6 +253,7 @@ extension Emulator {
         }
         if let v = c.createdAt { user.createdAt = v }
         if let v = c.lastLoginAt { user.lastLoginAt = v }
+        if let v = c.mfaInfo { user.mfaInfo = v }
     }
 
     /// A new user must fit the store's cap (`maxUsersPerProject`: a project, or one tenant of it): `QUOTA_EXCEEDED`.

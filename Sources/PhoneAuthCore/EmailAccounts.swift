@@ -11,20 +11,29 @@ extension Emulator {
     /// Signs in the user whose password the caller verified against `verifiedHash`: in one transaction, the user must
     /// still have that hash (a password changed meanwhile is `INVALID_LOGIN_CREDENTIALS`), `USER_DISABLED` otherwise
     /// checked, `lastLoginAt` set and a refresh token issued. Returns the user, its refresh token and the auth time.
-    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String) throws(AuthError) -> (user: UserRecord, refreshToken: String, authTime: Int64) {
+    /// The outcome of a password sign-in: signed in, or (an enrolled user) the second factor is required first.
+    public enum PasswordSignIn: Sendable {
+        case signedIn(user: UserRecord, refreshToken: String, authTime: Int64)
+        /// No token and no login recorded: the sign-in continues with `mfaSignIn:start` / `:finalize`.
+        case secondFactorRequired(user: UserRecord, outcome: FirstFactorOutcome)
+    }
+
+    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String) throws(AuthError) -> PasswordSignIn {
         let now = clock.nowMillis()
         guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
-        return try transaction(box) { tx throws(AuthError) in
+        return try transaction(box) { tx throws(AuthError) -> PasswordSignIn in
             try Self.checkTenantEnabled(tx.store)
             guard var user = tx.store.users[localId], let hash = user.passwordHash, constantTimeEquals(hash, verifiedHash) else {
                 throw AuthError(.invalidLoginCredentials)
             }
             guard !user.disabled else { throw AuthError(.userDisabled) }
+            let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
+            if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
             user.lastLoginAt = now
             tx.save(user)
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "password")
             tx.insertRefreshToken(token, record)
-            return (user, token, now / 1000)
+            return .signedIn(user: user, refreshToken: token, authTime: now / 1000)
         }
     }
 

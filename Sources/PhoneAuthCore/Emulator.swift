@@ -365,6 +365,7 @@ public final class Emulator: Sendable {
         let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
             try Self.checkTenantEnabled(tx.store)
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
+            if tx.store.user(phone: phone.e164)?.mfaInfo.isEmpty == false { throw Self.phoneFirstFactorOfMFAUser }
             let settings = tx.store.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
             let preset = tx.store.config.testPhoneNumbers[phone.e164]
@@ -383,17 +384,7 @@ public final class Emulator: Sendable {
             tx.nextSequence += 1
             tx.save(session)
             tx.sweepExpiredSessions(now: now)
-            // Long-polls for this number: one hash lookup, none at all when nobody waits. They are answered once the
-            // session is durable, never with a code a failed commit rolls back.
-            if !tx.store.waiters.isEmpty, tx.store.waiters[phone.e164] != nil {
-                let box = tx.box
-                tx.onCommit { [self] in fireWaiters(box, session) }
-            }
-            // Long-polls that began before this store existed (one atomic load when there are none): the store is
-            // registered by now, so no more can join them; answered on the same terms.
-            if orphanTotal.load(ordering: .acquiring) > 0 {
-                tx.onCommit { [self] in fireOrphans(key, session) }
-            }
+            notifyWaiters(&tx, session)
             return (session, preset != nil)
         }
         if fictional {
@@ -402,6 +393,20 @@ public final class Emulator: Sendable {
             logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
         }
         return session.sessionInfo
+    }
+
+    /// Registers the hooks that answer the long-polls waiting for `session`'s number once it is durable (never with a
+    /// code a failed commit rolls back): one hash lookup, none at all when nobody waits; and those that began before
+    /// this store existed (one atomic load when there are none: the store is registered by now, so no more can join).
+    func notifyWaiters(_ tx: inout StoreTransaction, _ session: VerificationSession) {
+        if !tx.store.waiters.isEmpty, tx.store.waiters[session.phoneNumber] != nil {
+            let box = tx.box
+            tx.onCommit { [self] in fireWaiters(box, session) }
+        }
+        if orphanTotal.load(ordering: .acquiring) > 0 {
+            let key = tx.key
+            tx.onCommit { [self] in fireOrphans(key, session) }
+        }
     }
 
     /// Answers the long-polls waiting for `session`'s number with it.
@@ -564,7 +569,9 @@ public final class Emulator: Sendable {
             } else {
                 guard let info = sessionInfo, !info.isEmpty else { throw AuthError(.missingSessionInfo) }
                 guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
-                guard let sid = SessionID(info), var session = tx.store.sessions[sid] else { throw AuthError(.invalidSessionInfo) }
+                guard let sid = SessionID(info), var session = tx.store.sessions[sid], session.kind == .signIn, session.owner == nil else {
+                    throw AuthError(.invalidSessionInfo)  // MFA codes are consumed only by MFA finalize
+                }
                 if let exp = session.expiresAt, now >= exp {
                     tx.deleteSession(sid)
                     throw AuthError(.sessionExpired)
@@ -598,12 +605,14 @@ public final class Emulator: Sendable {
                     return .conflict(phoneNumber: phone, temporaryProof: proof)
                 }
                 guard !user.disabled else { throw AuthError(.userDisabled) }
+                guard user.mfaInfo.isEmpty else { throw Self.phoneFirstFactorOfMFAUser }
                 user.phoneNumber = phone
                 user.lastLoginAt = now
                 return signedIn(user, isNewUser: false)
             }
             if var user = owner {
                 guard !user.disabled else { throw AuthError(.userDisabled) }
+                guard user.mfaInfo.isEmpty else { throw Self.phoneFirstFactorOfMFAUser }
                 user.lastLoginAt = now
                 return signedIn(user, isNewUser: false)
             }
@@ -651,10 +660,11 @@ public final class Emulator: Sendable {
         return token
     }
 
-    func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String) -> (String, RefreshTokenRecord) {
+    func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
+                         secondFactorId: String? = nil) -> (String, RefreshTokenRecord) {
         ("AMf-" + random.token(byteCount: 48),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
-                            signInProvider: signInProvider, issuedAt: clock.nowSeconds()))
+                            signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId))
     }
 
     func restoreRefreshTokens(_ tokens: [(String, RefreshTokenRecord)]) {

@@ -23,6 +23,8 @@ public struct UserRecord: Sendable, Equatable {
     public var salt: String?
     /// Milliseconds since the epoch: when the password was last set.
     public var passwordUpdatedAt: Int64?
+    /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
+    public var mfaInfo: [MFAEnrollment] = []
 
     public init(localId: String, createdAt: Int64) {
         self.localId = localId
@@ -41,7 +43,8 @@ public struct UserRecord: Sendable, Equatable {
 /// A pending verification: what `sendVerificationCode` created and `signInWithPhoneNumber` consumes.
 /// Compact on purpose (about 100 bytes, no heap allocation for typical numbers): a million may be pending.
 public struct VerificationSession: Sendable, Equatable {
-    public enum Kind: String, Sendable { case signIn = "SIGN_IN" }
+    /// First-factor sign-in, or an SMS second factor's enrollment or sign-in (MultiFactor.swift).
+    public enum Kind: String, Sendable { case signIn = "SIGN_IN", mfaEnrollment = "MFA_ENROLLMENT", mfaSignIn = "MFA_SIGN_IN" }
     public let id: SessionID
     public let phoneNumber: String
     public let code: String
@@ -56,6 +59,8 @@ public struct VerificationSession: Sendable, Equatable {
     public let appSignatureHash: String?
     /// Creation order within the store.
     public let sequence: UInt64
+    /// MFA sessions: the user (`localId`) the code was sent for; only that user's finalize may consume it.
+    public var owner: String? = nil
 
     public init(id: SessionID, phoneNumber: String, code: String, createdAt: Int64, expiresAt: Int64?, attemptsLeft: Int?,
                 fictional: Bool, kind: Kind, appSignatureHash: String?, sequence: UInt64) {
@@ -92,14 +97,18 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public let signInProvider: String
     /// Seconds: when this refresh token was issued (revoked if before the user's validSince).
     public let issuedAt: Int64
+    /// The `mfaEnrollmentId` of the SMS second factor the session passed (its ID tokens keep the claims on refresh).
+    public let secondFactorId: String?
 
-    public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64) {
+    public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64,
+                secondFactorId: String? = nil) {
         self.projectId = projectId
         self.tenantId = tenantId
         self.localId = localId
         self.authTime = authTime
         self.signInProvider = signInProvider
         self.issuedAt = issuedAt
+        self.secondFactorId = secondFactorId
     }
 }
 
@@ -145,6 +154,8 @@ public struct AuthStore: Sendable {
     public var nextSequence: UInt64 = 0
     /// temporaryProof → phone number (link conflicts); expiring and capped (`Emulator.temporaryProofLifetimeMillis`).
     public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
+    /// mfaPendingCredential → who passed the first factor; expiring and capped (`Emulator.mfaPendingLifetimeMillis`).
+    public var mfaPending = ExpiringTable<PendingMFA>(capacity: Emulator.maxMFAPending)
     /// Set for tenant stores: the tenant's settings.
     public var tenant: TenantSettings?
     /// Opt-in send limits' windows.

@@ -71,6 +71,11 @@ public struct ProjectConfig: Sendable, Equatable {
     public var phoneAuth = PhoneAuthSettings()
     /// The `tenants` block: how tenants come into being in this project.
     public var tenantPolicy = TenantPolicy()
+    /// SMS multi-factor (`mfa` here and in the v2 config, `mfaConfig` on tenants): ENABLED with PHONE_SMS by default.
+    public var mfa = MFAConfig()
+    /// The official emulator's config keys (`signIn.allowDuplicateEmails`, `emailPrivacyConfig`): stored and returned.
+    public var allowDuplicateEmails = false
+    public var enableImprovedEmailPrivacy = false
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -80,7 +85,10 @@ public struct ProjectConfig: Sendable, Equatable {
 
     public func toJSON() -> JSON {
         var o = JSONObject()
-        o["signIn"] = ["phoneNumber": ["enabled": .bool(phoneEnabled), "testPhoneNumbers": Self.testNumbersJSON(testPhoneNumbers)]]
+        o["signIn"] = ["phoneNumber": ["enabled": .bool(phoneEnabled), "testPhoneNumbers": Self.testNumbersJSON(testPhoneNumbers)],
+                       "allowDuplicateEmails": .bool(allowDuplicateEmails)]
+        o["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(enableImprovedEmailPrivacy)]
+        o["mfa"] = mfa.json
         o["smsRegionConfig"] = smsRegionJSON
         var pa = JSONObject()
         pa["appVerification"] = .string(phoneAuth.appVerification.rawValue)
@@ -129,6 +137,13 @@ public struct ProjectConfig: Sendable, Equatable {
             switch k {
             case "signIn": try applySignIn(v, path: p, strict: true)
             case "smsRegionConfig": smsRegion = try Self.parseSMSRegion(v, path: p)
+            case "mfa": try mfa.apply(v, path: p)
+            case "emailPrivacyConfig":
+                for (k2, v2) in try Self.object(v, p) {
+                    let p2 = Self.join(p, k2)
+                    guard k2 == "enableImprovedEmailPrivacy" else { throw ConfigError(path: p2, message: "unknown key") }
+                    enableImprovedEmailPrivacy = try Self.bool(v2, p2)
+                }
             case "phoneAuth": try applyPhoneAuth(v, path: p)
             case "tenants":
                 for (k2, v2) in try Self.object(v, p) {
@@ -147,6 +162,10 @@ public struct ProjectConfig: Sendable, Equatable {
         let o = try Self.object(v, path)
         for (k, v2) in o {
             let p = Self.join(path, k)
+            if k == "allowDuplicateEmails" {
+                allowDuplicateEmails = try Self.bool(v2, p)
+                continue
+            }
             guard k == "phoneNumber" else {
                 if strict { throw ConfigError(path: p, message: "unknown key") }
                 continue

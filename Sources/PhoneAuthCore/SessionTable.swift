@@ -174,11 +174,20 @@ public struct SessionTable: Sendable {
     private var phones = PhoneIndex()
     /// Android SMS Retriever hashes, for the few sessions that have one.
     private var appHashes: [SessionID: String] = [:]
+    /// The users MFA sessions were sent for (`VerificationSession.owner`), for the sessions that have one.
+    private var owners: [SessionID: String] = [:]
+
+    /// The session stored as `r` under `id`, with its side-table fields.
+    private func full(_ id: SessionID, _ r: SessionRecord) -> VerificationSession {
+        var s = r.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id])
+        if !owners.isEmpty { s.owner = owners[id] }
+        return s
+    }
 
     public init() {}
 
     public subscript(id: SessionID) -> VerificationSession? {
-        get { shards[id.shard][id].map { $0.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id]) } }
+        get { shards[id.shard][id].map { full(id, $0) } }
         set {
             if let s = newValue {
                 let record = SessionRecord(s)
@@ -193,10 +202,12 @@ public struct SessionTable: Sendable {
                     index(id, record)
                 }
                 if let h = s.appSignatureHash { appHashes[id] = h } else if !appHashes.isEmpty { appHashes[id] = nil }
+                if let o = s.owner { owners[id] = o } else if !owners.isEmpty { owners[id] = nil }
             } else if let old = shards[id.shard].removeValue(forKey: id) {
                 count -= 1
                 unindex(id, old)
                 if !appHashes.isEmpty { appHashes[id] = nil }
+                if !owners.isEmpty { owners[id] = nil }
             }
         }
     }
@@ -205,7 +216,7 @@ public struct SessionTable: Sendable {
 
     /// Every pending session, in no particular order.
     public var values: [VerificationSession] {
-        shards.flatMap { $0.map { $0.value.session($0.key, appSignatureHash: appHashes[$0.key]) } }
+        shards.flatMap { $0.map { full($0.key, $0.value) } }
     }
 
     public mutating func removeAll() {
@@ -213,6 +224,7 @@ public struct SessionTable: Sendable {
         order = []
         phones = PhoneIndex()
         appHashes = [:]
+        owners = [:]
         count = 0
     }
 
@@ -236,7 +248,7 @@ public struct SessionTable: Sendable {
                 visits += 1
                 guard let r = shards[e.id.shard][e.id], r.sequence == e.sequence else { continue }
                 if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
-                out.append(r.session(e.id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[e.id]))
+                out.append(full(e.id, r))
             }
             c += 1
         }
@@ -255,7 +267,7 @@ public struct SessionTable: Sendable {
             guard let r = shards[id.shard][id], r.phoneNumber == phone else { continue }
             if let after, r.sequence <= after { continue }
             if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
-            out.append(r.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id]))
+            out.append(full(id, r))
         }
         return SessionPage(sessions: out, nextAfter: nil)
     }
@@ -268,7 +280,7 @@ public struct SessionTable: Sendable {
         for i in stride(from: list.total - 1, through: 0, by: -1) {
             let id = list[i]
             visits += 1
-            if let r = shards[id.shard][id], r.phoneNumber == phone { return r.session(id, appSignatureHash: appHashes[id]) }
+            if let r = shards[id.shard][id], r.phoneNumber == phone { return full(id, r) }
         }
         return nil
     }
@@ -313,9 +325,14 @@ public struct SessionTable: Sendable {
     // MARK: indexes
 
     private mutating func index(_ id: SessionID, _ r: SessionRecord) {
-        // Creation order: sends append; only sessions restored from disk can arrive out of order.
+        // Creation order: sends append; only sessions restored from disk (or by a rollback) can arrive out of order.
         let seq = r.sequence
-        if let last = order.last, last.lastSequence > seq {
+        // A rolled-back removal re-inserts a session whose index entries may still be there (removals are lazy): they
+        // are live again, never added twice. Only a session that is not newer than every other can have them.
+        let fresh = order.last.map { $0.lastSequence < seq } ?? true
+        if !fresh, let c = chunk(holding: seq, id) {
+            order[c].live += 1
+        } else if let last = order.last, last.lastSequence > seq {
             let c = chunkIndex(containing: seq)
             order[c].entries.insert((seq, id), at: firstIndex(in: order[c].entries, after: seq))
             order[c].live += 1
@@ -337,6 +354,10 @@ public struct SessionTable: Sendable {
         var ids = list.ids
         let live = list.live
         list = .one(id)  // drops the enum's reference: `ids` is unique, so appending does not copy it
+        if !fresh, ids.contains(id) {
+            phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live + 1))
+            return
+        }
         let lastID = ids[ids.count - 1]
         if let last = shards[lastID.shard][lastID], last.sequence > seq {
             // Out of order (never from sends; restores insert in creation order): before the first later entry.

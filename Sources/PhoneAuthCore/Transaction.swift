@@ -118,6 +118,10 @@ public struct StoreTransaction {
         get { p.pointee.temporaryProofs }
         nonmutating _modify { yield &p.pointee.temporaryProofs }
     }
+    public var mfaPending: ExpiringTable<PendingMFA> {
+        get { p.pointee.mfaPending }
+        nonmutating _modify { yield &p.pointee.mfaPending }
+    }
     public var nextSequence: UInt64 {
         get { p.pointee.nextSequence }
         nonmutating _modify { yield &p.pointee.nextSequence }

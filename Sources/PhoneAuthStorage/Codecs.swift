@@ -41,6 +41,7 @@ enum Codecs {
         o.set("passwordHash", u.passwordHash.map(JSON.string))
         o.set("salt", u.salt.map(JSON.string))
         o.set("passwordUpdatedAt", u.passwordUpdatedAt.map(int))
+        if !u.mfaInfo.isEmpty { o["mfaInfo"] = .array(u.mfaInfo.map(encode)) }
         return JSON.object(o).serializedString
     }
 
@@ -63,7 +64,20 @@ enum Codecs {
         u.passwordHash = o["passwordHash"]?.stringValue
         u.salt = o["salt"]?.stringValue
         u.passwordUpdatedAt = int64(o["passwordUpdatedAt"])
+        u.mfaInfo = (o["mfaInfo"]?.arrayValue ?? []).compactMap(decodeEnrollment)
         return u
+    }
+
+    static func encode(_ e: MFAEnrollment) -> JSON {
+        var o: JSONObject = ["mfaEnrollmentId": .string(e.mfaEnrollmentId), "phoneInfo": .string(e.phoneInfo), "enrolledAt": int(e.enrolledAt)]
+        o.set("displayName", e.displayName.map(JSON.string))
+        return .object(o)
+    }
+
+    static func decodeEnrollment(_ v: JSON) -> MFAEnrollment? {
+        guard let id = v["mfaEnrollmentId"]?.stringValue, let phone = v["phoneInfo"]?.stringValue else { return nil }
+        return MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: v["displayName"]?.stringValue,
+                             enrolledAt: int64(v["enrolledAt"]) ?? 0)
     }
 
     static func encode(_ s: VerificationSession) -> String {
@@ -73,6 +87,7 @@ enum Codecs {
         o.set("expiresAt", s.expiresAt.map(int))
         o.set("attemptsLeft", s.attemptsLeft.map { .int($0) })
         o.set("appSignatureHash", s.appSignatureHash.map(JSON.string))
+        o.set("owner", s.owner.map(JSON.string))
         return JSON.object(o).serializedString
     }
 
@@ -80,11 +95,13 @@ enum Codecs {
         guard case .object(let o)? = try? JSONParser.parse(text), let id = o["sessionInfo"]?.stringValue.flatMap(SessionID.init),
             let phone = o["phoneNumber"]?.stringValue, let code = o["code"]?.stringValue, let created = int64(o["createdAt"])
         else { return nil }
-        return VerificationSession(
+        var s = VerificationSession(
             id: id, phoneNumber: phone, code: code, createdAt: created, expiresAt: int64(o["expiresAt"]),
             attemptsLeft: o["attemptsLeft"]?.int64Value.map { Int($0) }, fictional: o["fictional"]?.boolValue ?? false,
             kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn,
             appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, int64(o["sequence"]) ?? 0)))
+        s.owner = o["owner"]?.stringValue
+        return s
     }
 
     static func encode(_ c: OobCode) -> String {
@@ -107,6 +124,7 @@ enum Codecs {
         var o: JSONObject = ["projectId": .string(r.projectId), "localId": .string(r.localId), "authTime": int(r.authTime),
                              "signInProvider": .string(r.signInProvider), "issuedAt": int(r.issuedAt)]
         o.set("tenantId", r.tenantId.map(JSON.string))
+        o.set("secondFactorId", r.secondFactorId.map(JSON.string))
         return JSON.object(o).serializedString
     }
 
@@ -114,7 +132,8 @@ enum Codecs {
         guard case .object(let o)? = try? JSONParser.parse(text), let p = o["projectId"]?.stringValue, let l = o["localId"]?.stringValue
         else { return nil }
         return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: int64(o["authTime"]) ?? 0,
-                                  signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: int64(o["issuedAt"]) ?? 0)
+                                  signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: int64(o["issuedAt"]) ?? 0,
+                                  secondFactorId: o["secondFactorId"]?.stringValue)
     }
 
     static func encode(_ c: ProjectConfig, _ t: TenantSettings?) -> String {

@@ -23,6 +23,31 @@ final class SessionTests: XCTestCase {
 
     func code(for session: String) -> String { emulator.verificationCodes(key, phone: nil).first { $0.sessionInfo == session }!.code }
 
+    /// A rollback re-inserts a consumed session while its lazily removed index entries are still there (other sessions
+    /// of its chunk and of its number are pending): it is listed once, not twice (TransactionFailureTests found it when
+    /// an MFA finalize's commit failed).
+    func testASessionRemovedThenRestoredIsIndexedOnce() throws {
+        var table = SessionTable()
+        func session(_ n: UInt8, _ phone: String) -> VerificationSession {
+            VerificationSession(id: SessionID(bytes: Array(repeating: n, count: 16)), phoneNumber: phone, code: "1", createdAt: 0, expiresAt: nil,
+                                attemptsLeft: nil, fictional: false, kind: .signIn, appSignatureHash: nil, sequence: UInt64(n))
+        }
+        let all = (1...4).map { session($0, "+15550001000") } + [session(5, "+15550002000")]
+        for s in all { table[s.id] = s }
+        for restored in [all[1], all[3], all[4]] {  // the middle of the list, the number's newest, the table's newest
+            table[restored.id] = nil
+            table[restored.id] = restored
+            XCTAssertEqual(table.page(limit: 100).sessions.map(\.sequence), [1, 2, 3, 4, 5])
+            XCTAssertEqual(table.page(phone: "+15550001000", limit: 100).sessions.map(\.sequence), [1, 2, 3, 4])
+            XCTAssertEqual(table.count(phone: "+15550001000"), 4)
+            XCTAssertEqual(table.count, 5)
+        }
+        // Removing them all again leaves nothing behind.
+        for s in all { table[s.id] = nil }
+        XCTAssertTrue(table.page(limit: 100).sessions.isEmpty)
+        XCTAssertNil(table.newest(phone: "+15550001000"))
+    }
+
     func testFictionalNumberUsesPresetCodeAndIsSingleUse() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+1 650-555-4567")
         XCTAssertEqual(code(for: s), "123456")

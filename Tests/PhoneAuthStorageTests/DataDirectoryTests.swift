@@ -64,6 +64,43 @@ final class DataDirectoryTests: XCTestCase {
         d.close()
     }
 
+    func testEnrollmentsSessionOwnersAndSecondFactorRefreshTokensSurviveAReopen() throws {
+        let key = StoreKey(projectId: "p")
+        var refresh = ""
+        var session = ""
+        do {
+            let d = try DataDirectory(path: dir)
+            let e = emulator(d)
+            var c = UserChanges()
+            c.email = .set("m@example.com")
+            c.emailVerified = true
+            c.mfaInfo = [MFAEnrollment(mfaEnrollmentId: "enr1", phoneInfo: "+16505554567", displayName: "work", enrolledAt: 1_700_000_000_123)]
+            _ = try e.createUser(key, localId: "m", changes: c)
+            guard case .mfaRequired(let credential, _) = try e.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
+            session = try e.startMFASignIn(key, pendingCredential: credential, mfaEnrollmentId: "enr1")
+            let t = try e.finalizeMFASignIn(key, pendingCredential: credential, sessionInfo: session, code: "123456")
+            refresh = t.refreshToken
+            // A pending sign-in code survives with its owner.
+            guard case .mfaRequired(let c2, _) = try e.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
+            session = try e.startMFASignIn(key, pendingCredential: c2, mfaEnrollmentId: "enr1")
+            d.close()
+        }
+        let d = try DataDirectory(path: dir)
+        let e = emulator(d)
+        let snap = try d.loadSnapshot()
+        e.restore(snap.stores, refreshTokens: snap.refreshTokens)
+        let user = try XCTUnwrap(e.store(key).read { $0.users["m"] })
+        XCTAssertEqual(user.mfaInfo, [MFAEnrollment(mfaEnrollmentId: "enr1", phoneInfo: "+16505554567", displayName: "work", enrolledAt: 1_700_000_000_123)])
+        XCTAssertEqual(try e.redeemRefreshToken(refresh).0.secondFactorId, "enr1")
+        let pending = try XCTUnwrap(e.verificationCodes(key, phone: "+16505554567").first)
+        XCTAssertEqual(pending.sessionInfo, session)
+        XCTAssertEqual(pending.kind, .mfaSignIn)
+        XCTAssertEqual(pending.owner, "m")
+        // Pending credentials are not durable (like temporary proofs): after a restart the first factor is passed again.
+        XCTAssertThrowsError(try e.finalizeMFASignIn(key, pendingCredential: "gone", sessionInfo: session, code: "123456"))
+        d.close()
+    }
+
     func testASecondOpenIsRefused() throws {
         let d = try DataDirectory(path: dir)
         XCTAssertThrowsError(try DataDirectory(path: dir)) { XCTAssertTrue("\($0)".contains("in use"), "\($0)") }

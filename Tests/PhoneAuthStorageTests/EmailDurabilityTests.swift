@@ -43,7 +43,10 @@ final class EmailDurabilityTests: XCTestCase {
         XCTAssertTrue(Passwords.matches("secret1", hash: user.passwordHash, salt: user.salt))
         XCTAssertNotNil(user.passwordUpdatedAt)
         XCTAssertTrue(user.emailVerified, "an applied code's effect is durable")
-        XCTAssertEqual(try e.signInWithPassword(key, localId: "pat", verifiedHash: user.passwordHash!).user.localId, "pat")
+        guard case .signedIn(let signedIn, _, _) = try e.signInWithPassword(key, localId: "pat", verifiedHash: user.passwordHash!) else {
+            return XCTFail("no second factor is enrolled")
+        }
+        XCTAssertEqual(signedIn.localId, "pat")
         XCTAssertEqual(e.oobCodes(key, email: nil).map(\.code), [verifyCode], "a used code stays used")
         XCTAssertEqual(e.oobCodes(tenant, email: "pat@example.com").map(\.code), [resetCode])
         XCTAssertEqual(e.oobCodes(key, email: nil).first?.link, "http://h/\(verifyCode)")

@@ -179,7 +179,26 @@ final class TransactionFailureTests: XCTestCase {
                      #"{"sessionInfo":"\#(real["sessionInfo"]?.stringValue ?? "x")","code":"000000"}"#)
         _ = try step("refresh", "POST", "/securetoken.googleapis.com/v1/token?key=k", #"{"grant_type":"refresh_token","refresh_token":"\#(refresh)"}"#)
         let anon = try step("signUp (anonymous)", "POST", itk + "signUp?key=k", "{}")["localId"]?.stringValue ?? "none"
-        _ = try step("signUp (password)", "POST", itk + "signUp?key=k", #"{"email":"a@example.com","password":"secret1"}"#)
+        let pw = try step("signUp (password)", "POST", itk + "signUp?key=k", #"{"email":"a@example.com","password":"secret1"}"#)
+        let pwUser = pw["localId"]?.stringValue ?? "none"
+        // SMS second factor: enrollment (a session, the user, a refresh token with its second factor), then a sign-in.
+        _ = try step("verify email (admin)", "POST", itk + "update?key=k", #"{"localId":"\#(pwUser)","emailVerified":true}"#, admin: true)
+        let v2 = "/identitytoolkit.googleapis.com/v2/accounts/"
+        let enrollStart = try step("mfa enrollment start", "POST", v2 + "mfaEnrollment:start?key=k",
+                                   #"{"idToken":"\#(pw["idToken"]?.stringValue ?? "x")","phoneEnrollmentInfo":{"phoneNumber":"+16505554567"}}"#)
+        let enrolled = try step("mfa enrollment finalize", "POST", v2 + "mfaEnrollment:finalize?key=k",
+                                #"{"idToken":"\#(pw["idToken"]?.stringValue ?? "x")","phoneVerificationInfo":{"sessionInfo":"\#(enrollStart["phoneSessionInfo"]?["sessionInfo"]?.stringValue ?? "x")","code":"123456"}}"#)
+        _ = try step("refresh (second factor)", "POST", "/securetoken.googleapis.com/v1/token?key=k",
+                     #"{"grant_type":"refresh_token","refresh_token":"\#(enrolled["refreshToken"]?.stringValue ?? "none")"}"#)
+        let pendingOutcome = try? app.emulator.passFirstFactor(StoreKey(projectId: "p"), localId: pwUser, signInProvider: "password")
+        var pendingCredential = "none", enrollmentId = "none"
+        if case .mfaRequired(let c, let list)? = pendingOutcome { pendingCredential = c; enrollmentId = list.first?.mfaEnrollmentId ?? "none" }
+        let mfaStart = try step("mfa sign-in start", "POST", v2 + "mfaSignIn:start?key=k",
+                                #"{"mfaPendingCredential":"\#(pendingCredential)","mfaEnrollmentId":"\#(enrollmentId)"}"#)
+        _ = try step("mfa sign-in finalize", "POST", v2 + "mfaSignIn:finalize?key=k",
+                     #"{"mfaPendingCredential":"\#(pendingCredential)","phoneVerificationInfo":{"sessionInfo":"\#(mfaStart["phoneResponseInfo"]?["sessionInfo"]?.stringValue ?? "x")","code":"123456"}}"#)
+        _ = try step("admin mfa replace", "POST", itk + "update?key=k",
+                     #"{"localId":"\#(pwUser)","mfa":{"enrollments":[{"phoneInfo":"+15550009999","mfaEnrollmentId":"e9","displayName":"d"}]}}"#, admin: true)
         _ = try step("admin create", "POST", "/identitytoolkit.googleapis.com/v1/projects/p/accounts", #"{"localId":"admin1","displayName":"One"}"#, admin: true)
         _ = try step("update", "POST", itk + "update?key=k", #"{"localId":"\#(phoneUser)","displayName":"Phone"}"#, admin: true)
         _ = try step("disable", "POST", itk + "update?key=k", #"{"localId":"admin1","disableUser":true}"#, admin: true)
@@ -242,6 +261,9 @@ final class TransactionFailureTests: XCTestCase {
         XCTAssertEqual(expected["reclaim at the cap"], 200)
         XCTAssertEqual(expected["new tenant after the reclaim"], 200)
         XCTAssertEqual(expected["wrong code (an attempt consumed)"], 400)
+        for mfa in ["mfa enrollment start", "mfa enrollment finalize", "refresh (second factor)", "mfa sign-in start", "mfa sign-in finalize", "admin mfa replace"] {
+            XCTAssertEqual(expected[mfa], 200, mfa)
+        }
         for n in 1...commits {
             let journal = FlakyJournal(try DataDirectory(path: dir + "/fail-\(n)"))
             journal.fail([n])

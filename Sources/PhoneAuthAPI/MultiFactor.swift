@@ -1,0 +1,198 @@
+import EmulatorSupport
+import PhoneAuthCore
+
+/// The wire shapes of SMS second factors.
+public enum MFAJSON {
+    /// A user record's `mfaInfo` (lookup, batchGet, query, export): the number in full, as the official emulator also
+    /// writes `unobfuscatedPhoneInfo`.
+    static func enrollments(_ list: [MFAEnrollment]) -> JSON {
+        .array(list.map { e in
+            var o: JSONObject = ["phoneInfo": .string(e.phoneInfo)]
+            o.set("displayName", e.displayName.map(JSON.string))
+            o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
+            o["enrolledAt"] = .string(Timestamp.rfc3339(millis: e.enrolledAt))
+            o["unobfuscatedPhoneInfo"] = .string(e.phoneInfo)
+            return .object(o)
+        })
+    }
+
+    /// The hints a first-factor reply carries: `{mfaEnrollmentId, displayName?, enrolledAt, phoneInfo: "+*******0100"}`.
+    static func hints(_ list: [MFAEnrollment]) -> JSON {
+        .array(list.map { e in
+            var o = JSONObject()
+            o.set("displayName", e.displayName.map(JSON.string))
+            o["enrolledAt"] = .string(Timestamp.rfc3339(millis: e.enrolledAt))
+            o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
+            o["phoneInfo"] = .string(e.maskedPhone)
+            return .object(o)
+        })
+    }
+
+    /// The fields a first-factor sign-in reply (e.g. `signInWithPassword`) carries instead of tokens when
+    /// `Emulator.passFirstFactor` answered `.mfaRequired`: `{mfaPendingCredential, mfaInfo[hints]}`; nil for
+    /// `.issueTokens`. Merge them into the reply's `kind`/`localId`/`email` (production sends no `idToken`,
+    /// `refreshToken` or `expiresIn` then).
+    public static func pendingReply(_ outcome: FirstFactorOutcome) -> JSONObject? {
+        guard case .mfaRequired(let credential, let enrollments) = outcome else { return nil }
+        return ["mfaPendingCredential": .string(credential), "mfaInfo": hints(enrollments)]
+    }
+}
+
+extension Call {
+    /// Enrollments an admin gives (`mfaInfo` on signUp, `mfa.enrollments` on update): `[{phoneInfo, mfaEnrollmentId?,
+    /// displayName?, enrolledAt?}]`, checked by `MultiFactor.enrollments`.
+    func adminEnrollments(_ v: JSON, field: String, generateIds: Bool, emulator: Emulator) throws(AuthError) -> [MFAEnrollment] {
+        guard case .array(let items) = v else { throw AuthError.invalidJSON("Invalid value at '\(field)', \(v.serializedString.prefix(100))") }
+        guard items.count <= 100 else { throw AuthError(.secondFactorLimitExceeded) }
+        var parsed: [MultiFactor.AdminEnrollment] = []
+        for item in items {
+            guard case .object(let o) = item else { throw AuthError.invalidJSON("Invalid value at '\(field)', \(item.serializedString.prefix(100))") }
+            parsed.append(MultiFactor.AdminEnrollment(
+                phoneInfo: o["phoneInfo"]?.stringValue, mfaEnrollmentId: o["mfaEnrollmentId"]?.stringValue,
+                displayName: o["displayName"]?.stringValue, enrolledAt: o["enrolledAt"]?.stringValue.flatMap(MultiFactor.parseRFC3339)))
+        }
+        return try MultiFactor.enrollments(parsed, generateIds: generateIds, now: emulator.clock.nowMillis(), random: emulator.random)
+    }
+
+    /// The app-verification fields inside `phoneEnrollmentInfo` / `phoneSignInInfo` (as `sendVerificationCode` takes them).
+    static func appCredentials(_ o: JSONObject?) -> AppCredentials {
+        var c = AppCredentials()
+        guard let o else { return c }
+        c.recaptchaToken = o["recaptchaToken"]?.stringValue
+        c.captchaResponse = o["captchaResponse"]?.stringValue
+        c.iosReceipt = o["iosReceipt"]?.stringValue
+        c.iosSecret = o["iosSecret"]?.stringValue
+        c.playIntegrityToken = o["playIntegrityToken"]?.stringValue
+        c.safetyNetToken = o["safetyNetToken"]?.stringValue
+        return c
+    }
+
+    /// `phoneVerificationInfo` (`missing` when absent); Android's `androidVerificationProof` is 501, as the official emulator.
+    func phoneVerificationInfo(missing: AuthError) throws(AuthError) -> JSONObject {
+        guard let info = try object("phoneVerificationInfo") else { throw missing }
+        if let proof = info["androidVerificationProof"], proof != .null {
+            throw AuthError(.notImplemented, "androidVerificationProof is unsupported!")
+        }
+        return info
+    }
+}
+
+/// Batch imports (`accounts:batchCreate`, firebase-tools `accounts.json`): a user's `mfaInfo`, with the official
+/// emulator's per-user messages. Nil when the record has none.
+enum MFAImport {
+    static func parse(_ v: JSON?, email: String?, emailVerified: Bool, emulator: Emulator) -> Result<[MFAEnrollment]?, MFAImportError> {
+        guard let v, v != .null else { return .success(nil) }
+        guard case .array(let items) = v else { return .failure(.init("mfaInfo must be an array")) }
+        if items.isEmpty { return .success([]) }
+        guard email != nil else { return .failure(.init("Second factor account requires email to be presented.")) }
+        guard emailVerified else { return .failure(.init("Second factor account requires email to be verified.")) }
+        guard items.count <= MultiFactor.maxEnrollments else { return .failure(.init(AuthError(.secondFactorLimitExceeded).description)) }
+        var ids = Set<String>()
+        for item in items {
+            if let id = item["mfaEnrollmentId"]?.stringValue, !id.isEmpty {
+                guard ids.insert(id).inserted else { return .failure(.init("Enrollment id already exists.")) }
+                guard Identifiers.isValidMFAEnrollmentID(id) else { return .failure(.init(AuthError(.invalidMfaEnrollmentId).description)) }
+            }
+        }
+        let now = emulator.clock.nowMillis()
+        var out: [MFAEnrollment] = []
+        var phones = Set<String>()
+        for item in items {
+            guard let raw = item["phoneInfo"]?.stringValue else { return .failure(.init("Second factor not supported.")) }
+            guard let phone = try? PhoneNumber(parsing: raw).e164 else { return .failure(.init("Phone number format is invalid")) }
+            guard phones.insert(phone).inserted else { continue }
+            var id = item["mfaEnrollmentId"]?.stringValue ?? ""
+            if id.isEmpty {
+                repeat { id = emulator.random.alphanumeric(28) } while ids.contains(id)
+                ids.insert(id)
+            }
+            let name = item["displayName"]?.stringValue
+            if let name, Identifiers.containsControlCharacters(name) || name.utf8.count > 256 {
+                return .failure(.init("mfaInfo displayName must be at most 256 bytes without control characters"))
+            }
+            let at = item["enrolledAt"]?.stringValue.flatMap(MultiFactor.parseRFC3339) ?? now
+            out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: name, enrolledAt: at))
+        }
+        return .success(out)
+    }
+}
+
+struct MFAImportError: Error {
+    let message: String
+    init(_ m: String) { message = m }
+}
+
+/// `v2/accounts/mfaEnrollment:{start,finalize,withdraw}` and `v2/accounts/mfaSignIn:{start,finalize}`.
+enum MFAEndpoints {
+    /// The signed-in user of the call's `idToken` and the store it lives in.
+    static func signedIn(_ app: PhoneAuthApp, _ call: Call) throws -> (StoreKey, TokenIdentity) {
+        let key = try call.storeKey()
+        try app.emulator.checkMFAEnabled(key)
+        let (identity, _) = try app.verifiedUser(try call.string("idToken"), call: call, tenant: key.tenantId)
+        return (StoreKey(projectId: call.projectId, tenantId: identity.tenantId), identity)
+    }
+
+    static func tokens(_ app: PhoneAuthApp, _ key: StoreKey, _ t: MFATokens) throws -> Reply {
+        let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime, secondFactorId: t.secondFactorId)
+        return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
+    }
+
+    /// `{idToken, phoneEnrollmentInfo: {phoneNumber, recaptchaToken?, …}, tenantId?}` → `{phoneSessionInfo: {sessionInfo}}`.
+    static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let (key, identity) = try signedIn(app, call)
+        let info = try call.object("phoneEnrollmentInfo")
+        let sessionInfo = try app.emulator.startMFAEnrollment(
+            key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
+            clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+        return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
+    }
+
+    /// `{idToken, displayName?, phoneVerificationInfo: {sessionInfo, code}}` → `{idToken, refreshToken}` with the new factor.
+    static func enrollmentFinalize(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let (key, identity) = try signedIn(app, call)
+        if MultiFactor.ineligibleProviders.contains(identity.signInProvider) {
+            throw AuthError(.unsupportedFirstFactor, "MFA is not available for the given first factor.")
+        }
+        let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "((Missing phoneVerificationInfo.))"))
+        let displayName = try call.string("displayName")
+        if let n = displayName, Identifiers.containsControlCharacters(n) || n.utf8.count > 256 {
+            throw AuthError.invalidArgument("displayName must be at most 256 bytes without control characters.")
+        }
+        let t = try app.emulator.finalizeMFAEnrollment(key, identity: identity, sessionInfo: info["sessionInfo"]?.stringValue,
+                                                       code: info["code"]?.stringValue, displayName: displayName)
+        return try tokens(app, key, t)
+    }
+
+    /// `{idToken, mfaEnrollmentId}` → `{idToken, refreshToken}` without second-factor claims.
+    static func withdraw(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        let (identity, _) = try app.verifiedUser(try call.string("idToken"), call: call, tenant: key.tenantId)
+        let k = StoreKey(projectId: call.projectId, tenantId: identity.tenantId)
+        return try tokens(app, k, try app.emulator.withdrawMFA(k, identity: identity, mfaEnrollmentId: try call.string("mfaEnrollmentId")))
+    }
+
+    /// `{mfaPendingCredential, mfaEnrollmentId, phoneSignInInfo?: {recaptchaToken?, …}, tenantId?}` →
+    /// `{phoneResponseInfo: {sessionInfo}}`.
+    static func signInStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        try app.emulator.checkMFAEnabled(key)
+        let info = try call.object("phoneSignInInfo")
+        let sessionInfo = try app.emulator.startMFASignIn(
+            key, pendingCredential: try call.string("mfaPendingCredential"), mfaEnrollmentId: try call.string("mfaEnrollmentId"),
+            clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+        return Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
+    }
+
+    /// `{mfaPendingCredential, phoneVerificationInfo: {sessionInfo, code}, tenantId?}` → `{idToken, refreshToken}`.
+    static func signInFinalize(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.storeKey()
+        try app.emulator.checkMFAEnabled(key)
+        guard let pending = try call.string("mfaPendingCredential"), !pending.isEmpty else {
+            throw AuthError(.mfaMissingCredential, "Please set MFA Pending Credential.")
+        }
+        let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "MFA provider not supported!"))
+        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: info["sessionInfo"]?.stringValue,
+                                                   code: info["code"]?.stringValue)
+        return try tokens(app, key, t)
+    }
+}

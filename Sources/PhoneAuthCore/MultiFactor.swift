@@ -1,0 +1,553 @@
+import EmulatorSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// # SMS as a second factor
+//
+// A user with enrollments (`UserRecord.mfaInfo`) who passes a first factor (password, email link, IdP) gets no tokens
+// but an `mfaPendingCredential` (`Emulator.passFirstFactor`, the seam a first-factor sign-in calls); `mfaSignIn:start`
+// sends a code to one of the enrolled numbers and `mfaSignIn:finalize` trades the code and the pending credential for
+// tokens carrying `firebase.sign_in_second_factor` / `second_factor_identifier`. `mfaEnrollment:start/finalize` add a
+// number for a signed-in, email-verified user; `withdraw` removes one.
+//
+// MFA codes go through the same session table as first-factor codes (inbox, `:wait`, expiry, attempts, journal,
+// fictional numbers, scenario numbers, app verification, limits): sessions of kind `mfaEnrollment`/`mfaSignIn`, bound
+// to their user (`VerificationSession.owner`). A first-factor sign-in never consumes one, and an MFA finalize never
+// consumes another user's.
+
+extension VerificationSession.Kind {
+    /// The inbox's `kind`: `signIn`, `mfaEnrollment` or `mfaSignIn`.
+    public var inboxName: String {
+        switch self {
+        case .signIn: "signIn"
+        case .mfaEnrollment: "mfaEnrollment"
+        case .mfaSignIn: "mfaSignIn"
+        }
+    }
+}
+
+/// One enrolled SMS second factor.
+public struct MFAEnrollment: Sendable, Equatable {
+    /// 28 letters and digits when we make it; an admin may give its own (`Identifiers.mfaEnrollmentID`).
+    public var mfaEnrollmentId: String
+    /// The enrolled number, canonical E.164.
+    public var phoneInfo: String
+    public var displayName: String?
+    /// Milliseconds since the epoch.
+    public var enrolledAt: Int64
+
+    public init(mfaEnrollmentId: String, phoneInfo: String, displayName: String?, enrolledAt: Int64) {
+        self.mfaEnrollmentId = mfaEnrollmentId
+        self.phoneInfo = phoneInfo
+        self.displayName = displayName
+        self.enrolledAt = enrolledAt
+    }
+
+    /// Every digit but the last four shown as `*` (`+*******0100`), as first-factor replies show the hints.
+    public var maskedPhone: String { MultiFactor.mask(phoneInfo) }
+}
+
+/// `mfa` / `mfaConfig`: whether SMS multi-factor is on for a project or tenant.
+public struct MFAConfig: Sendable, Equatable {
+    public enum State: String, Sendable, CaseIterable { case disabled = "DISABLED", enabled = "ENABLED", mandatory = "MANDATORY" }
+    public var state: State
+    public var enabledProviders: [String]
+
+    /// A project's default (the official emulator hard-wires it): ENABLED with PHONE_SMS.
+    public init(state: State = .enabled, enabledProviders: [String] = ["PHONE_SMS"]) {
+        self.state = state
+        self.enabledProviders = enabledProviders
+    }
+
+    /// A tenant created through the tenants API without `mfaConfig` (as production and the official emulator).
+    public static let disabled = MFAConfig(state: .disabled, enabledProviders: [])
+
+    public var smsEnabled: Bool { state != .disabled && enabledProviders.contains("PHONE_SMS") }
+
+    public var json: JSON { ["state": .string(state.rawValue), "enabledProviders": .array(enabledProviders.map(JSON.string))] }
+
+    /// Reads `{state?, enabledProviders?}` onto `self` (fields present replace).
+    public mutating func apply(_ v: JSON, path: String) throws(ConfigError) {
+        guard case .object(let o) = v else { throw ConfigError(path: path, message: "must be an object, not \(v.typeName)") }
+        for (k, v2) in o {
+            let p = path.isEmpty ? k : "\(path).\(k)"
+            switch k {
+            case "state":
+                guard let s = v2.stringValue, let st = State(rawValue: s.uppercased()) else {
+                    throw ConfigError(path: p, message: "must be \"ENABLED\", \"DISABLED\" or \"MANDATORY\"")
+                }
+                state = st
+            case "enabledProviders":
+                guard case .array(let items) = v2, items.allSatisfy({ $0.stringValue != nil }) else {
+                    throw ConfigError(path: p, message: "must be an array of provider names such as \"PHONE_SMS\"")
+                }
+                let names = items.compactMap(\.stringValue)
+                guard names.allSatisfy({ ["PHONE_SMS", "TOTP"].contains($0) }) else {
+                    throw ConfigError(path: p, message: "providers are \"PHONE_SMS\" (and \"TOTP\", stored but not served)")
+                }
+                enabledProviders = names
+            case "providerConfigs": break  // production's TOTP settings: accepted, not served
+            default: throw ConfigError(path: p, message: "unknown key")
+            }
+        }
+    }
+}
+
+/// Who passed a first factor and still owes the second (behind an `mfaPendingCredential`).
+public struct PendingMFA: Sendable, Equatable {
+    public let localId: String
+    /// The first factor (`password`, `emailLink`, an IdP id): the final tokens' `sign_in_provider`.
+    public let signInProvider: String
+}
+
+/// What a first-factor sign-in does next (`Emulator.passFirstFactor`).
+public enum FirstFactorOutcome: Sendable, Equatable {
+    /// No second factor is due: issue tokens as usual.
+    case issueTokens
+    /// The user has SMS second factors: answer `mfaPendingCredential` and the masked hints instead of tokens
+    /// (`MFAJSON.pendingReply` in the API renders production's shape).
+    case mfaRequired(pendingCredential: String, enrollments: [MFAEnrollment])
+}
+
+/// The outcome of `mfaEnrollment:finalize` and `mfaSignIn:finalize`: tokens to sign.
+public struct MFATokens: Sendable, Equatable {
+    public let user: UserRecord
+    public let refreshToken: String
+    public let signInProvider: String
+    public let authTime: Int64
+    /// The enrollment the session passed (nil after a withdraw).
+    public let secondFactorId: String?
+}
+
+public enum MultiFactor {
+    /// First factors MFA is not available for (production and the official emulator).
+    public static let ineligibleProviders: Set<String> = ["anonymous", "phone", "custom", "gc.apple.com"]
+    /// Second factors one user may have (Identity Platform's limit): more is `SECOND_FACTOR_LIMIT_EXCEEDED`.
+    public static let maxEnrollments = 5
+
+    /// Every ASCII digit but the last four replaced by `*`.
+    public static func mask(_ phone: String) -> String {
+        var seen = 0
+        var out: [Character] = []
+        for c in phone.reversed() {
+            if c.isASCII, c.isNumber {
+                seen += 1
+                out.append(seen > 4 ? "*" : c)
+            } else {
+                out.append(c)
+            }
+        }
+        return String(out.reversed())
+    }
+
+    /// A masked number as the iOS SDK sends it in testing mode (`+*******0100`): `+`, one or more `*`, then 4 digits.
+    public static func isMasked(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        guard u.count >= 6, u.count <= 20, u[0] == UInt8(ascii: "+") else { return false }
+        let stars = u[1..<(u.count - 4)], last = u[(u.count - 4)...]
+        return stars.allSatisfy { $0 == UInt8(ascii: "*") } && last.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    /// `2026-11-30T10:02:05.123Z` (fraction optional, `Z` or an offset) → milliseconds; nil if it is not one.
+    public static func parseRFC3339(_ s: String) -> Int64? {
+        let u = Array(s.utf8)
+        guard u.count >= 20, u.count <= 40 else { return nil }
+        func num(_ a: Int, _ n: Int) -> Int? {
+            var v = 0
+            for i in a..<(a + n) {
+                guard i < u.count, u[i] >= 0x30, u[i] <= 0x39 else { return nil }
+                v = v * 10 + Int(u[i] - 0x30)
+            }
+            return v
+        }
+        guard let y = num(0, 4), u[4] == 0x2D, let mo = num(5, 2), u[7] == 0x2D, let d = num(8, 2), u[10] == 0x54 || u[10] == 0x74,
+            let h = num(11, 2), u[13] == 0x3A, let mi = num(14, 2), u[16] == 0x3A, let sec = num(17, 2),
+            (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, sec < 61
+        else { return nil }
+        var i = 19
+        var ms = 0
+        if i < u.count, u[i] == 0x2E {
+            i += 1
+            var digits = 0
+            while i < u.count, u[i] >= 0x30, u[i] <= 0x39 {
+                if digits < 3 { ms = ms * 10 + Int(u[i] - 0x30) }
+                digits += 1
+                i += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<3 where digits < 3 { ms *= 10 }
+        }
+        var offset = 0
+        guard i < u.count else { return nil }
+        if u[i] == 0x5A || u[i] == 0x7A {
+            i += 1
+        } else if u[i] == 0x2B || u[i] == 0x2D, let oh = num(i + 1, 2), i + 3 < u.count, u[i + 3] == 0x3A, let om = num(i + 4, 2) {
+            offset = (oh * 60 + om) * 60 * (u[i] == 0x2B ? 1 : -1)
+            i += 6
+        } else {
+            return nil
+        }
+        guard i == u.count else { return nil }
+        var t = tm()
+        t.tm_year = Int32(y - 1900)
+        t.tm_mon = Int32(mo - 1)
+        t.tm_mday = Int32(d)
+        t.tm_hour = Int32(h)
+        t.tm_min = Int32(mi)
+        t.tm_sec = Int32(min(sec, 59))
+        let seconds = Int64(timegm(&t)) - Int64(offset)
+        let millis = seconds * 1000 + Int64(ms)
+        guard millis >= 0, millis <= Timestamp.maxMillis else { return nil }
+        return millis
+    }
+
+    /// An admin's enrollment list (`mfaInfo` on signUp, `mfa.enrollments` on update), checked as production: each
+    /// `phoneInfo` a valid number (`INVALID_MFA_PHONE_NUMBER : Invalid format.`), each id given when `generateIds` is
+    /// false (`INVALID_MFA_ENROLLMENT_ID : mfaEnrollmentId must be defined.`) and valid, no id twice
+    /// (`DUPLICATE_MFA_ENROLLMENT_ID`). A number given twice is kept once (the official emulator). At most
+    /// `maxEnrollments` (`SECOND_FACTOR_LIMIT_EXCEEDED`).
+    public struct AdminEnrollment: Sendable {
+        public var phoneInfo: String?
+        public var mfaEnrollmentId: String?
+        public var displayName: String?
+        public var enrolledAt: Int64?
+        public init(phoneInfo: String?, mfaEnrollmentId: String?, displayName: String?, enrolledAt: Int64?) {
+            self.phoneInfo = phoneInfo
+            self.mfaEnrollmentId = mfaEnrollmentId
+            self.displayName = displayName
+            self.enrolledAt = enrolledAt
+        }
+    }
+
+    public static func enrollments(_ items: [AdminEnrollment], generateIds: Bool, now: Int64, random: any RandomSource) throws(AuthError) -> [MFAEnrollment] {
+        var out: [MFAEnrollment] = []
+        var phones = Set<String>(), ids = Set<String>()
+        for item in items {
+            guard let raw = item.phoneInfo, let phone = try? PhoneNumber(parsing: raw).e164 else {
+                throw AuthError(.invalidMfaPhoneNumber, "Invalid format.")
+            }
+            guard phones.insert(phone).inserted else { continue }
+            let id: String
+            if generateIds {
+                var fresh = random.alphanumeric(28)
+                while ids.contains(fresh) { fresh = random.alphanumeric(28) }
+                id = fresh
+            } else {
+                guard let given = item.mfaEnrollmentId, !given.isEmpty else {
+                    throw AuthError(.invalidMfaEnrollmentId, "mfaEnrollmentId must be defined.")
+                }
+                id = try Identifiers.mfaEnrollmentID(given)
+            }
+            guard ids.insert(id).inserted else { throw AuthError(.duplicateMfaEnrollmentId) }
+            if let n = item.displayName, Identifiers.containsControlCharacters(n) || n.utf8.count > 256 {
+                throw AuthError.invalidArgument("mfaInfo displayName must be at most 256 bytes without control characters.")
+            }
+            out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: item.displayName, enrolledAt: item.enrolledAt ?? now))
+        }
+        guard out.count <= maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
+        return out
+    }
+}
+
+extension Emulator {
+    /// How long an `mfaPendingCredential` is good for, and how many a store keeps (the oldest evicted first).
+    public static let mfaPendingLifetimeMillis: Int64 = 600_000
+    public static let maxMFAPending = 1024
+
+    static let mfaDisabled = AuthError(.operationNotAllowed, "SMS based MFA not enabled.")
+    static let unsupportedFirstFactorForMFA = AuthError(.unsupportedFirstFactor, "MFA is not available for the given first factor.")
+    /// Phone sign-in of a user with second factors (at send and at sign-in, as the official emulator).
+    public static let phoneFirstFactorOfMFAUser = AuthError(.unsupportedFirstFactor, "A phone number cannot be set as a first factor on an SMS based MFA user.")
+    static let secondFactorExists = AuthError(.secondFactorExists, "Phone number already enrolled as second factor for this account.")
+
+    static func checkMFAEnabled(_ s: AuthStore) throws(AuthError) {
+        guard s.config.mfa.smsEnabled else { throw mfaDisabled }
+    }
+
+    /// `OPERATION_NOT_ALLOWED : SMS based MFA not enabled.` when the project or tenant has SMS MFA off (reads only).
+    public func checkMFAEnabled(_ key: StoreKey) throws(AuthError) {
+        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : ($0.config.mfa.smsEnabled ? 0 : 2) }) {
+            if s == 1 { throw AuthError(.projectDisabled) }
+            if s == 2 { throw Self.mfaDisabled }
+        } else if !config(key).mfa.smsEnabled {
+            throw Self.mfaDisabled
+        }
+    }
+
+    // MARK: the first-factor seam
+
+    /// The seam for a first-factor sign-in (password, email link, IdP): call it inside the sign-in's transaction,
+    /// after the credential checked out and before issuing tokens, with the signed-in user and its provider id.
+    /// `.issueTokens` when no second factor is due (no enrollments, or MFA off for the store, as the official
+    /// emulator); otherwise it records a pending credential (expiring, bounded, bound to this store and user) and
+    /// answers `.mfaRequired`: reply with `MFAJSON.pendingReply` instead of tokens, and do not issue a refresh token.
+    public func passFirstFactor(_ tx: inout StoreTransaction, user: UserRecord, signInProvider: String) -> FirstFactorOutcome {
+        guard !user.mfaInfo.isEmpty, tx.store.config.mfa.smsEnabled else { return .issueTokens }
+        let now = clock.nowMillis()
+        let token = random.token(byteCount: 48)
+        tx.mfaPending.insert(token, PendingMFA(localId: user.localId, signInProvider: signInProvider),
+                             expiresAt: now + Self.mfaPendingLifetimeMillis, now: now)
+        return .mfaRequired(pendingCredential: token, enrollments: user.mfaInfo)
+    }
+
+    /// `passFirstFactor` in its own transaction, for a first factor that has already saved its user.
+    public func passFirstFactor(_ key: StoreKey, localId: String, signInProvider: String) throws(AuthError) -> FirstFactorOutcome {
+        try transaction(key) { tx throws(AuthError) -> FirstFactorOutcome in
+            guard let user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
+            return passFirstFactor(&tx, user: user, signInProvider: signInProvider)
+        }
+    }
+
+    // MARK: sending MFA codes
+
+    /// Creates an MFA session for `phone` (kind and owner given) through the same checks as a first-factor send:
+    /// scenario numbers, fictional numbers with their preset codes, app verification, regions, limits, the inbox and
+    /// its long-polls. Returns the session and whether the number was fictional.
+    func createMFASession(_ tx: inout StoreTransaction, phone: PhoneNumber, kind: VerificationSession.Kind, owner: String,
+                          clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) -> (VerificationSession, Bool) {
+        guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
+        let settings = tx.store.config.phoneAuth
+        if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
+        let preset = tx.store.config.testPhoneNumbers[phone.e164]
+        if preset == nil {
+            try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+        }
+        var id = SessionID(bytes: random.bytes(SessionID.byteCount))
+        while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
+        var session = VerificationSession(
+            id: id, phoneNumber: phone.e164, code: preset ?? random.digits(settings.codeLength), createdAt: now,
+            expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
+            attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
+            fictional: preset != nil, kind: kind, appSignatureHash: nil, sequence: tx.nextSequence)
+        session.owner = owner
+        tx.nextSequence += 1
+        tx.save(session)
+        tx.sweepExpiredSessions(now: now)
+        notifyWaiters(&tx, session)
+        return (session, preset != nil)
+    }
+
+    private func logMFACode(_ s: VerificationSession, fictional: Bool, key: StoreKey) {
+        if fictional {
+            logger.debug("Fictional number \(s.phoneNumber) uses its preset code.", [("project", key.description)])
+        } else if s.kind == .mfaEnrollment {
+            logger.info("To enroll MFA with \(s.phoneNumber), use the code \(s.code).", [("project", key.description)])
+        } else {
+            logger.info("To sign in with MFA using \(s.phoneNumber), use the code \(s.code).", [("project", key.description)])
+        }
+    }
+
+    /// Checks and consumes a code: `MISSING_SESSION_INFO`/`MISSING_CODE` are the caller's; unknown session (or one
+    /// `accepts` refuses) `INVALID_SESSION_INFO`, expired `SESSION_EXPIRED`, out of attempts
+    /// `TOO_MANY_ATTEMPTS_TRY_LATER`, scenario `onSignIn`, wrong `INVALID_CODE` (an attempt used). The matching
+    /// session is deleted (single use).
+    func consumeCode(_ tx: inout StoreTransaction, sessionInfo: String, code: String, now: Int64,
+                     accepts: (VerificationSession) -> Bool) throws(AuthError) -> VerificationSession {
+        guard let sid = SessionID(sessionInfo), var session = tx.store.sessions[sid], accepts(session) else {
+            throw AuthError(.invalidSessionInfo)
+        }
+        if let exp = session.expiresAt, now >= exp {
+            tx.deleteSession(sid)
+            throw AuthError(.sessionExpired)
+        }
+        if let left = session.attemptsLeft, left <= 0 {
+            tx.deleteSession(sid)
+            throw AuthError(.tooManyAttemptsTryLater)
+        }
+        if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
+            throw Self.scenarioError(scenario)
+        }
+        guard constantTimeEquals(code, session.code) else {
+            if let left = session.attemptsLeft {
+                session.attemptsLeft = left - 1
+                tx.save(session)
+            }
+            throw AuthError(.invalidCode)
+        }
+        tx.deleteSession(sid)
+        return session
+    }
+
+    // MARK: enrollment
+
+    /// `mfaEnrollment:start`: sends a code to `phoneNumber` for the signed-in user (`identity`, already verified).
+    /// `hasEnrollmentInfo`: the request carried `phoneEnrollmentInfo`. Returns the `sessionInfo`.
+    public func startMFAEnrollment(_ key: StoreKey, identity: TokenIdentity, hasEnrollmentInfo: Bool, phoneNumber: String?,
+                                   clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
+        let now = clock.nowMillis()
+        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
+            try Self.checkTenantEnabled(tx.store)
+            try Self.checkMFAEnabled(tx.store)
+            guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
+            guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
+            guard user.email != nil, user.emailVerified else {
+                throw AuthError(.unverifiedEmail, "Need to verify email first before enrolling second factors.")
+            }
+            guard hasEnrollmentInfo else { throw AuthError(.invalidArgument, "((Missing phoneEnrollmentInfo.))") }
+            let phone = try PhoneNumber(parsing: phoneNumber)
+            guard !user.mfaInfo.contains(where: { $0.phoneInfo == phone.e164 }) else { throw Self.secondFactorExists }
+            guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
+            return try createMFASession(&tx, phone: phone, kind: .mfaEnrollment, owner: user.localId,
+                                        clientIP: clientIP, credentials: credentials, now: now)
+        }
+        logMFACode(session, fictional: fictional, key: key)
+        return session.sessionInfo
+    }
+
+    /// `mfaEnrollment:finalize`: checks the code and adds the number to the user's second factors; the user's older
+    /// sessions are revoked (production: "existing Firebase sessions are revoked"). Accepts an enrollment session of
+    /// this user, or a first-factor session (the iOS SDK in testing mode sends its enrollment code through
+    /// `sendVerificationCode`).
+    public func finalizeMFAEnrollment(_ key: StoreKey, identity: TokenIdentity, sessionInfo: String?, code: String?,
+                                      displayName: String?) throws(AuthError) -> MFATokens {
+        let now = clock.nowMillis()
+        return try transaction(key) { tx throws(AuthError) -> MFATokens in
+            try Self.checkTenantEnabled(tx.store)
+            try Self.checkMFAEnabled(tx.store)
+            guard tx.store.users[identity.localId] != nil else { throw AuthError(.userNotFound) }
+            guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
+            guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
+            guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
+            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, now: now) { s in
+                (s.kind == .mfaEnrollment && s.owner == identity.localId) || (s.kind == .signIn && s.owner == nil)
+            }
+            guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
+            guard !user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber }) else { throw Self.secondFactorExists }
+            guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
+            var id = random.alphanumeric(28)
+            while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
+            user.mfaInfo.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now))
+            user.validSince = now / 1000
+            tx.save(user)
+            let authTime = now / 1000
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
+                                                  secondFactorId: id)
+            tx.insertRefreshToken(token, record)
+            return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id)
+        }
+    }
+
+    /// `mfaEnrollment:withdraw`: removes one second factor (`MFA_ENROLLMENT_NOT_FOUND`) and issues fresh tokens
+    /// without second-factor claims.
+    public func withdrawMFA(_ key: StoreKey, identity: TokenIdentity, mfaEnrollmentId: String?) throws(AuthError) -> MFATokens {
+        try transaction(key) { tx throws(AuthError) -> MFATokens in
+            try Self.checkTenantEnabled(tx.store)
+            guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
+            guard let id = mfaEnrollmentId, let i = user.mfaInfo.firstIndex(where: { $0.mfaEnrollmentId == id }) else {
+                throw AuthError(.mfaEnrollmentNotFound)
+            }
+            user.mfaInfo.remove(at: i)
+            tx.save(user)
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: identity.authTime, signInProvider: identity.signInProvider)
+            tx.insertRefreshToken(token, record)
+            return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: identity.authTime, secondFactorId: nil)
+        }
+    }
+
+    // MARK: sign-in
+
+    /// The live pending credential of this store (`INVALID_MFA_PENDING_CREDENTIAL` when unknown, expired, used or
+    /// from another project or tenant) and its user.
+    static func pending(_ tx: inout StoreTransaction, _ credential: String, now: Int64) throws(AuthError) -> (PendingMFA, UserRecord) {
+        guard credential.utf8.count <= 512, let p = tx.store.mfaPending.peek(credential, now: now), let user = tx.store.users[p.localId] else {
+            throw AuthError(.invalidMfaPendingCredential)
+        }
+        return (p, user)
+    }
+
+    /// `mfaSignIn:start`: sends a code to the enrolled number `mfaEnrollmentId` of the pending credential's user.
+    public func startMFASignIn(_ key: StoreKey, pendingCredential: String?, mfaEnrollmentId: String?,
+                               clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
+        let now = clock.nowMillis()
+        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
+            try Self.checkTenantEnabled(tx.store)
+            try Self.checkMFAEnabled(tx.store)
+            guard let pendingCredential, !pendingCredential.isEmpty else {
+                throw AuthError(.missingMfaPendingCredential, "Request does not have MFA pending credential.")
+            }
+            guard let mfaEnrollmentId, !mfaEnrollmentId.isEmpty else {
+                throw AuthError(.missingMfaEnrollmentId, "No second factor identifier is provided.")
+            }
+            let (_, user) = try Self.pending(&tx, pendingCredential, now: now)
+            guard let enrollment = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId }) else {
+                throw AuthError(.mfaEnrollmentNotFound)
+            }
+            let phone = try PhoneNumber(parsing: enrollment.phoneInfo)
+            return try createMFASession(&tx, phone: phone, kind: .mfaSignIn, owner: user.localId,
+                                        clientIP: clientIP, credentials: credentials, now: now)
+        }
+        logMFACode(session, fictional: fictional, key: key)
+        return session.sessionInfo
+    }
+
+    /// `mfaSignIn:finalize`: checks the code, then the pending credential (single use: consumed on success), finds
+    /// the enrollment by the session's number (raw, or masked as the iOS SDK's testing mode sends it), sets
+    /// `lastLoginAt` and issues tokens with the second factor.
+    public func finalizeMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?) throws(AuthError) -> MFATokens {
+        let now = clock.nowMillis()
+        return try transaction(key) { tx throws(AuthError) -> MFATokens in
+            try Self.checkTenantEnabled(tx.store)
+            try Self.checkMFAEnabled(tx.store)
+            guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
+            guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
+            let owner = tx.store.mfaPending.peek(pendingCredential, now: now)?.localId
+            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, now: now) { s in
+                // This user's MFA sign-in code, or a code sent through `sendVerificationCode` (iOS testing mode).
+                (s.kind == .mfaSignIn && (s.owner == nil || s.owner == owner)) || (s.kind == .signIn && s.owner == nil)
+            }
+            let (pending, found) = try Self.pending(&tx, pendingCredential, now: now)
+            var user = found
+            guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
+            else { throw AuthError(.mfaEnrollmentNotFound) }
+            user.lastLoginAt = now
+            tx.save(user)
+            guard !user.disabled else { throw AuthError(.userDisabled) }
+            _ = tx.mfaPending.take(pendingCredential, now: now)
+            let authTime = now / 1000
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: pending.signInProvider,
+                                                  secondFactorId: enrollment.mfaEnrollmentId)
+            tx.insertRefreshToken(token, record)
+            return MFATokens(user: user, refreshToken: token, signInProvider: pending.signInProvider, authTime: authTime,
+                             secondFactorId: enrollment.mfaEnrollmentId)
+        }
+    }
+
+    /// The iOS SDK in testing mode starts an MFA sign-in with `sendVerificationCode {phoneNumber: "+*******0100"}`
+    /// (the masked hint, not `mfaSignIn:start`). Such a session is an MFA sign-in session without an owner: only
+    /// `mfaSignIn:finalize` consumes it, for a pending user with an enrollment of that masked form. Its code is the
+    /// preset one when exactly one fictional number of the store has that masked form, else random; app
+    /// verification (ENFORCE) and the send limits apply as to any non-fictional send.
+    public func sendMaskedMFACode(_ key: StoreKey, maskedPhone: String, clientIP: String? = nil,
+                                  credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
+        let now = clock.nowMillis()
+        let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
+            try Self.checkTenantEnabled(tx.store)
+            guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
+            let settings = tx.store.config.phoneAuth
+            let presets = tx.store.config.testPhoneNumbers.filter { MultiFactor.mask($0.key) == maskedPhone }
+            let preset = presets.count == 1 ? presets.first?.value : nil
+            if preset == nil {
+                if settings.appVerification == .enforce { try Self.verifyApp(&tx.credentials, credentials, now: now) }
+                if settings.smsQuota.max > 0 {
+                    let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(settings.smsQuota.perSeconds) * 1000)
+                    if n >= settings.smsQuota.max { throw AuthError(.quotaExceeded, "Exceeded quota.") }
+                    tx.windows.quota.append(now)
+                }
+            }
+            var id = SessionID(bytes: random.bytes(SessionID.byteCount))
+            while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
+            let session = VerificationSession(
+                id: id, phoneNumber: maskedPhone, code: preset ?? random.digits(settings.codeLength), createdAt: now,
+                expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
+                attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
+                fictional: preset != nil, kind: .mfaSignIn, appSignatureHash: nil, sequence: tx.nextSequence)
+            tx.nextSequence += 1
+            tx.save(session)
+            tx.sweepExpiredSessions(now: now)
+            return session
+        }
+        logger.info("To sign in with MFA using \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
+        return session.sessionInfo
+    }
+}
