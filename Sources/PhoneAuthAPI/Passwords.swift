@@ -35,7 +35,17 @@ enum Passwords {
     static func matches(_ password: String, hash: String?, salt: String?) -> Bool {
         guard let hash else { return false }
         if let salt, let saltBytes = Base64URL.decode(salt) {
-            return constantTimeEquals(derive(password, salt: saltBytes), hash)
+            // A suite signs the same test user in thousands of times: a password verified against this hash before
+            // is recognised by a salted SHA-256 instead of PBKDF2 (a different one still takes the slow path).
+            let key = hash + "|" + salt
+            let quick = Base64URL.encodeStandard(sha256(saltBytes + [0] + Array(password.utf8)))
+            if let known = verified.withLock({ $0[key] }), constantTimeEquals(known, quick) { return true }
+            guard constantTimeEquals(derive(password, salt: saltBytes), hash) else { return false }
+            verified.withLock { v in
+                if v.count >= verifiedCapacity { v.removeAll(keepingCapacity: true) }
+                v[key] = quick
+            }
+            return true
         }
         if salt == nil, let colon = hash.firstIndex(of: ":"), let s = Base64URL.decode(hash[..<colon]) {
             let expected = Base64URL.encode(sha256(s + Array(password.utf8)))
@@ -43,6 +53,11 @@ enum Passwords {
         }
         return false
     }
+
+    /// Passwords verified recently: `hash|salt` → base64(SHA-256(salt ‖ 0 ‖ password)). In memory only, bounded
+    /// (emptied when full); see SECURITY.md.
+    static let verified = Locked<[String: String]>([:])
+    static let verifiedCapacity = 4096
 
     /// The official emulator stores `fakeHash:salt=<salt>:password=<password>` (and exports it): the password an
     /// imported record of that form carries, so it can be re-hashed on import and keep signing in.

@@ -104,6 +104,22 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertNil(own?["salt"])
     }
 
+    func testRepeatedVerificationsAgreeWithPBKDF2() {
+        // The quick path for a password verified before must give PBKDF2's answer every time.
+        let (hash, salt) = Passwords.hash("right-one", random: SeededRandom(seed: 3))
+        for _ in 0..<3 {
+            XCTAssertTrue(Passwords.matches("right-one", hash: hash, salt: salt))
+            XCTAssertFalse(Passwords.matches("right-onE", hash: hash, salt: salt))
+            XCTAssertFalse(Passwords.matches("", hash: hash, salt: salt))
+        }
+        XCTAssertNotNil(Passwords.verified.withLock { $0[hash + "|" + salt] })
+        // Another user with another salt and the same password is verified on its own.
+        let (hash2, salt2) = Passwords.hash("right-one", random: SeededRandom(seed: 4))
+        XCTAssertNotEqual(hash, hash2)
+        XCTAssertTrue(Passwords.matches("right-one", hash: hash2, salt: salt2))
+        XCTAssertFalse(Passwords.matches("right-one", hash: hash2, salt: salt))
+    }
+
     func testPasswordHashFormatIsPBKDF2WithTheStoredSalt() throws {
         let up = signUp("fmt@example.com", "format-check")
         let u = try XCTUnwrap(app.emulator.store(StoreKey(projectId: "demo-phone")).read { $0.users[up["localId"]!.stringValue!] })
