@@ -3,7 +3,10 @@ the phone first factor of an MFA user, the v2 enrollment endpoints with a fictio
 --data-dir kill -9."""
 import base64
 import json
+import os
+import shutil
 import signal
+import subprocess
 import uuid
 
 import firebase_admin
@@ -159,3 +162,30 @@ def test_enrollments_survive_kill_9(tmp_path):
         assert claims_of(r.json()["access_token"])["firebase"]["second_factor_identifier"] == enrollment_id
     finally:
         assert b.stop() == 0
+
+
+@pytest.mark.skipif(not os.environ.get("FIREBASE_SDK_DIR") or not shutil.which("node"), reason="needs FIREBASE_SDK_DIR and node")
+@pytest.mark.parametrize("phone,code", [(FICTIONAL, "123456"), ("+15557659001", None)], ids=["fictional", "inbox"])
+def test_js_sdk_mfa_flow(fresh, phone, code):
+    """The real JS SDK's whole SMS second-factor flow (Tests/Interop/js/mfa_flow.cjs): enroll, MFA-required sign-in,
+    wrong then right code, claims kept on refresh, unenroll; unverified-email, second-factor-already-in-use and
+    unsupported-first-factor. With an inbox number every code comes from the verification-code inbox."""
+    emu = fresh()
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js", "mfa_flow.cjs")
+    r = subprocess.run(["node", script, phone, *([code] if code else [])], env={**os.environ, "EMULATOR_URL": emu.url},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["phone"] == phone and out["fictional"] == (code is not None)
+    assert out["unverifiedEmail"] == "auth/unverified-email"
+    assert out["alreadyInUse"] == "auth/second-factor-already-in-use"
+    assert out["mfaRequired"] == "auth/multi-factor-auth-required"
+    assert out["wrongCode"] == "auth/invalid-verification-code"
+    assert out["unsupportedFirstFactor"] == "auth/unsupported-first-factor"
+    assert [f["phoneNumber"] for f in out["enrolled"]] == [phone] and out["enrolled"][0]["factorId"] == "phone"
+    assert out["hint"]["phoneNumber"] != phone and out["hint"]["phoneNumber"].endswith(phone[-4:])
+    assert out["signInProvider"] == "password" and out["signInSecondFactor"] == "phone" and out["refreshedSecondFactor"] == "phone"
+    assert out["afterUnenroll"] == {"factors": 0, "signInSecondFactor": None}
+    # The SDK went through the v2 endpoints (not a shortcut): enrollment and sign-in start/finalize, withdraw.
+    for call in ("mfaEnrollment:start", "mfaEnrollment:finalize", "mfaSignIn:start", "mfaSignIn:finalize", "mfaEnrollment:withdraw"):
+        assert any(call in line and line.endswith(" 200") for line in out["requests"]), (call, out["requests"])
