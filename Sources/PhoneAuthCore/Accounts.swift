@@ -135,6 +135,7 @@ extension Emulator {
             var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
             let provider = user.isAnonymous ? "anonymous" : "password"
             user.lastLoginAt = authTime * 1000
+            user.lastRefreshAt = now
             tx.save(user)
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
             tx.insertRefreshToken(token, record)

@@ -30,6 +30,7 @@ extension Emulator {
             let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
             if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
             user.lastLoginAt = now
+            user.lastRefreshAt = now
             tx.save(user)
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "password")
             tx.insertRefreshToken(token, record)

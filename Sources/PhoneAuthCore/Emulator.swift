@@ -553,6 +553,8 @@ public final class Emulator: Sendable {
         return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
             try Self.checkTenantEnabled(tx.store)
             func signedIn(_ user: UserRecord, isNewUser: Bool) -> PhoneSignInOutcome {
+                var user = user
+                user.lastRefreshAt = now  // a token is minted now (lookup's lastRefreshAt, as the official emulator)
                 tx.save(user)
                 let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
                 tx.insertRefreshToken(token, record)

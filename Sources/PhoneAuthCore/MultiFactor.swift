@@ -500,9 +500,10 @@ extension Emulator {
             var user = found
             guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
             else { throw AuthError(.mfaEnrollmentNotFound) }
-            user.lastLoginAt = now
-            tx.save(user)
             guard !user.disabled else { throw AuthError(.userDisabled) }
+            user.lastLoginAt = now
+            user.lastRefreshAt = now
+            tx.save(user)
             _ = tx.mfaPending.take(pendingCredential, now: now)
             let authTime = now / 1000
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: pending.signInProvider,

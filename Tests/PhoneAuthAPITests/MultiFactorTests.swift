@@ -324,6 +324,8 @@ final class MultiFactorTests: XCTestCase, AppCalling {
         XCTAssertEqual(fin.0, 200, "\(fin.1)")
         XCTAssertEqual(try claims(fin.1["idToken"])["firebase"]?["sign_in_provider"], "password")
         XCTAssertEqual(try claims(fin.1["idToken"])["firebase"]?["second_factor_identifier"], .string(enrollmentId))
+        let uid = try XCTUnwrap(signIn.1["localId"]?.stringValue)
+        XCTAssertNotNil(lookup(uid)["lastRefreshAt"], "a token was minted: lookup says when (as the official emulator)")
         let refresh = try XCTUnwrap(fin.1["refreshToken"]?.stringValue)
         let refreshed = call("POST", "/securetoken.googleapis.com/v1/token?key=fake-api-key", #"{"grant_type":"refresh_token","refresh_token":"\#(refresh)"}"#)
         XCTAssertEqual(refreshed.0, 200, "\(refreshed.1)")
