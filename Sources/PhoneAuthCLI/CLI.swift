@@ -54,8 +54,29 @@ public enum CLI {
                 example: "phone-auth users list --json", valued: ["limit"], minPositionals: 0, maxPositionals: 0, run: Commands.usersList),
         Command(words: ["users", "get"], arguments: "UID|PHONE", summary: "show one user (by uid or phone number)",
                 example: "phone-auth users get +16505554567", minPositionals: 1, maxPositionals: 1, run: Commands.usersGet),
+        Command(words: ["users", "create"], arguments: "[--email E --password P] [--phone PHONE] [--display-name N] [--email-verified] [--uid UID]",
+                summary: "create a user (admin API): a phone user, an email + password user, or both; prints the stored record",
+                example: "phone-auth users create --email ada@example.com --password secret123 --email-verified",
+                valued: ["email", "password", "phone", "display-name", "uid"], boolean: ["email-verified"],
+                minPositionals: 0, maxPositionals: 0, run: Commands.usersCreate),
         Command(words: ["users", "delete"], arguments: "UID", summary: "delete a user",
                 example: "phone-auth users delete Xy12…", minPositionals: 1, maxPositionals: 1, run: Commands.usersDelete),
+        Command(words: ["oob-codes"], arguments: "[--email E] [--wait [--timeout SECONDS]]",
+                summary: "list out-of-band codes (verify email, password reset, change email), or wait up to --timeout seconds (default 30) for one for --email",
+                example: "phone-auth oob-codes --email ada@example.com --wait --timeout 10", valued: ["email", "timeout"], boolean: ["wait"],
+                minPositionals: 0, maxPositionals: 0, run: Commands.oobCodes),
+        Command(words: ["mfa", "list"], arguments: "UID", summary: "list a user's SMS second factors (admin lookup)",
+                example: "phone-auth mfa list Xy12…", minPositionals: 1, maxPositionals: 1, run: Commands.mfaList),
+        Command(words: ["mfa", "enroll"], arguments: "--email E --password P --phone PHONE [--display-name N] [--code CODE] [--enrollment ID]",
+                summary: "sign in with the password (a user with factors passes --enrollment ID or the first, code from the inbox) and enroll PHONE as a second factor (code from --code or the inbox); prints the enrollment",
+                example: "phone-auth mfa enroll --email ada@example.com --password secret123 --phone +16505554567",
+                valued: ["email", "password", "phone", "display-name", "code", "enrollment"], minPositionals: 0, maxPositionals: 0, run: Commands.mfaEnroll),
+        Command(words: ["mfa", "sign-in"], arguments: "--email E --password P [--enrollment ID] [--code CODE]",
+                summary: "sign in with the password, then the second factor (code from --code or the inbox); prints uid and tokens",
+                example: "phone-auth mfa sign-in --email ada@example.com --password secret123 --json | jq -r .idToken",
+                valued: ["email", "password", "enrollment", "code"], minPositionals: 0, maxPositionals: 0, run: Commands.mfaSignIn),
+        Command(words: ["mfa", "unenroll"], arguments: "UID ENROLLMENT_ID", summary: "remove one second factor of a user (admin update)",
+                example: "phone-auth mfa unenroll Xy12… 4Ab9…", minPositionals: 2, maxPositionals: 2, run: Commands.mfaUnenroll),
         Command(words: ["claims", "set"], arguments: "UID JSON", summary: "set a user's custom claims ('{}' clears them)",
                 example: "phone-auth claims set Xy12… '{\"role\":\"admin\"}'", minPositionals: 2, maxPositionals: 2, run: Commands.claimsSet),
         Command(words: ["token", "decode"], arguments: "TOKEN", summary: "show a JWT's header and claims with readable times",
@@ -94,10 +115,15 @@ public enum CLI {
 
     static func usage() -> String {
         var s = "Usage: phone-auth <command> [options]\n\nCommands:\n"
-        let width = commands.map { ($0.words.joined(separator: " ") + " " + $0.arguments).count }.max() ?? 0
-        for c in commands {
-            let left = c.words.joined(separator: " ") + (c.arguments.isEmpty ? "" : " " + c.arguments)
-            s += "  " + left + String(repeating: " ", count: max(1, width - left.count + 2)) + c.summary + "\n"
+        // Summaries in one column; a command whose arguments are longer than the column has its summary on the next line.
+        let lefts = commands.map { $0.words.joined(separator: " ") + ($0.arguments.isEmpty ? "" : " " + $0.arguments) }
+        let width = min(40, lefts.map(\.count).max() ?? 0)
+        for (c, left) in zip(commands, lefts) {
+            if left.count > width {
+                s += "  " + left + "\n" + String(repeating: " ", count: width + 4) + c.summary + "\n"
+            } else {
+                s += "  " + left + String(repeating: " ", count: width - left.count + 2) + c.summary + "\n"
+            }
         }
         return s + "\n" + globalHelp + "\n\nExample:\n  phone-auth sign-in +16505554567 --code 123456\n"
     }
@@ -126,7 +152,10 @@ public enum CLI {
             let a = args[i]
             if a.hasPrefix("-"), !Arguments.isNumberLike(a) {
                 rest.append(a)
-                if globalValued.contains(String(a.dropFirst(2))) || ["--code", "--phone", "--wait", "--limit"].contains(a), i + 1 < args.count {
+                // An option that takes a value (for the commands the words so far can still name) keeps its value
+                // out of the command words: `--email list` is not the word `list`.
+                let valued = commands.filter { $0.words.starts(with: words) }.reduce(globalValued) { $0.union($1.valued) }
+                if !a.contains("="), valued.contains(String(a.dropFirst(2))), i + 1 < args.count {
                     rest.append(args[i + 1])
                     i += 1
                 }

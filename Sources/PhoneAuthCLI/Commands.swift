@@ -81,7 +81,11 @@ enum Commands {
     static func userRows(_ u: JSON) -> [(String, String)] {
         var rows: [(String, String)] = [("uid", u["localId"]?.stringValue ?? "")]
         if let p = u["phoneNumber"]?.stringValue { rows.append(("phone", p)) }
-        if let e = u["email"]?.stringValue { rows.append(("email", e)) }
+        if let e = u["email"]?.stringValue {
+            rows.append(("email", e))
+            rows.append(("email verified", u["emailVerified"]?.boolValue == true ? "yes" : "no"))
+        }
+        if let m = u["mfaInfo"]?.arrayValue, !m.isEmpty { rows.append(("second factors", String(m.count))) }
         if let n = u["displayName"]?.stringValue { rows.append(("name", n)) }
         rows.append(("disabled", u["disabled"]?.boolValue == true ? "yes" : "no"))
         if let c = u["customAttributes"]?.stringValue { rows.append(("claims", c)) }

@@ -92,4 +92,9 @@ public struct EmulatorClient: Sendable {
     public func itk(_ op: String, _ body: JSONObject) throws -> JSON {
         try request("POST", "/identitytoolkit.googleapis.com/v1/accounts:\(op)", body: clientBody(body), key: true)
     }
+
+    /// A v2 client call, e.g. `mfaEnrollment:start` → `POST /identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:start?key=…`.
+    public func v2(_ op: String, _ body: JSONObject) throws -> JSON {
+        try request("POST", "/identitytoolkit.googleapis.com/v2/accounts/\(op)", body: clientBody(body), key: true)
+    }
 }
