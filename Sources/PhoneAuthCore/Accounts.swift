@@ -226,7 +226,7 @@ extension Emulator {
             guard Self.isPlausibleEmail(e) else { throw AuthError(.invalidEmail) }
             let lower = e.lowercased()
             if let owner = s.emailIndex[lower], owner != user.localId { throw AuthError(.emailExists) }
-            user.email = e
+            user.email = lower  // stored canonical (lower case), as production and the official emulator
         }
         switch c.displayName {
         case .unchanged: break

@@ -75,7 +75,7 @@ extension Emulator {
             case .verifyAndChangeEmail:
                 guard let newEmail = c.newEmail else { throw AuthError(.invalidOobCode) }
                 if let owner = tx.store.emailIndex[newEmail], owner != user.localId { throw AuthError(.emailExists) }
-                user.email = newEmail
+                user.email = newEmail.lowercased()
                 user.emailVerified = true
             case .passwordReset:
                 break

@@ -53,7 +53,7 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(r.1["kind"], "identitytoolkit#VerifyPasswordResponse")
         let c = claims(r.1["idToken"])
         XCTAssertEqual(c?["firebase"]?["sign_in_provider"], "password")
-        XCTAssertEqual(c?["firebase"]?["identities"]?["email"], ["Ada@Example.com"])
+        XCTAssertEqual(c?["firebase"]?["identities"]?["email"], ["ada@example.com"], "stored canonical, as production and the official emulator")
         XCTAssertEqual(c?["email_verified"], false)
         // The refresh token keeps the provider.
         let refreshed = call("POST", "/securetoken.googleapis.com/v1/token?key=k", #"{"grant_type":"refresh_token","refresh_token":"\#(r.1["refreshToken"]?.stringValue ?? "")"}"#)
