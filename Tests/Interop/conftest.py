@@ -1,10 +1,13 @@
 """Starts the real emulator binary on a free port for each test module and hands tests a small client."""
+import base64
+import json
 import os
 import re
 import signal
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 import requests
@@ -120,3 +123,20 @@ def dummy_credential():
     return credentials.Certificate({"type": "service_account", "project_id": "demo-phone", "private_key_id": "test",
                                     "private_key": _DUMMY_KEY, "client_email": "test@demo-phone.iam.gserviceaccount.com",
                                     "token_uri": "https://oauth2.googleapis.com/token"})
+
+
+def claims_of(token):
+    """The payload of a JWT, without checking it."""
+    p = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+
+
+@pytest.fixture
+def admin(fresh, monkeypatch):
+    """A fresh emulator and a firebase-admin app pointed at it (FIREBASE_AUTH_EMULATOR_HOST)."""
+    import firebase_admin
+    emu = fresh()
+    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", emu.host_port)
+    app = firebase_admin.initialize_app(options={"projectId": "demo-phone"}, name=f"admin-{uuid.uuid4()}")
+    yield emu, app
+    firebase_admin.delete_app(app)

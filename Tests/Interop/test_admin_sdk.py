@@ -1,5 +1,4 @@
 """Issue 3: firebase-admin (Python, emulator mode) against the running binary, unmodified; client account calls."""
-import base64
 import json
 import time
 import uuid
@@ -9,21 +8,7 @@ import pytest
 import requests
 from firebase_admin import auth, tenant_mgt
 
-from conftest import FICTIONAL, dummy_credential, error_message
-
-
-def claims_of(token):
-    p = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
-
-
-@pytest.fixture
-def admin(fresh, monkeypatch):
-    emu = fresh()
-    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", emu.host_port)
-    app = firebase_admin.initialize_app(options={"projectId": "demo-phone"}, name=f"admin-{uuid.uuid4()}")
-    yield emu, app
-    firebase_admin.delete_app(app)
+from conftest import FICTIONAL, claims_of, dummy_credential, error_message
 
 
 def phone_sign_in(emu, phone, tenant=None, id_token=None):

@@ -1,24 +1,18 @@
 """Issue 13 item 6: the whole SMS multi-factor flow as a person at a terminal does it with the `phone-auth` CLI, run as a
 subprocess (the release binary) against the running emulator: users create --email/--password, mfa enroll (a fictional
 number and an inbox number), mfa list, mfa sign-in, oob-codes after a PASSWORD_RESET, mfa unenroll."""
-import base64
 import json
 import os
 import pty
 import subprocess
 import time
 
-from conftest import FICTIONAL
+from conftest import FICTIONAL, claims_of
 from test_cli import CLI, run
 
 EMAIL = "ada@example.com"
 PASSWORD = "secret123"
 INBOX_NUMBER = "+15551234001"
-
-
-def claims_of(token):
-    p = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
 
 
 def rows_of(text):

@@ -1,6 +1,5 @@
 """Issue 13: email + password accounts and out-of-band codes against the release binary — firebase-admin (Python,
 emulator mode, unmodified) for the admin side, plain requests for the client REST calls the SDKs make."""
-import base64
 import json
 import os
 import shutil
@@ -9,26 +8,11 @@ import signal
 import urllib.parse
 import uuid
 
-import firebase_admin
 import pytest
 import requests
 from firebase_admin import auth
 
-from conftest import Emulator, error_message
-
-
-def claims_of(token):
-    p = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
-
-
-@pytest.fixture
-def admin(fresh, monkeypatch):
-    emu = fresh()
-    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", emu.host_port)
-    app = firebase_admin.initialize_app(options={"projectId": "demo-phone"}, name=f"admin-{uuid.uuid4()}")
-    yield emu, app
-    firebase_admin.delete_app(app)
+from conftest import Emulator, claims_of, error_message
 
 
 def oob_codes(emu, email=None):

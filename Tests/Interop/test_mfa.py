@@ -1,38 +1,21 @@
 """Issue 13: SMS as a second factor against the release binary: the admin side through firebase-admin (Python, unmodified),
 the phone first factor of an MFA user, the v2 enrollment endpoints with a fictional number and with an inbox number,
 --data-dir kill -9."""
-import base64
 import json
 import os
 import shutil
 import signal
 import subprocess
-import uuid
 
-import firebase_admin
 import pytest
 import requests
 from firebase_admin import auth
 
-from conftest import FICTIONAL, Emulator, error_message
+from conftest import Emulator, FICTIONAL, claims_of, error_message
 
 ADMIN = {"Authorization": "Bearer owner"}
 V2 = "/identitytoolkit.googleapis.com/v2/accounts/"
 PROJECT = "/identitytoolkit.googleapis.com/v1/projects/demo-phone"
-
-
-def claims_of(token):
-    p = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
-
-
-@pytest.fixture
-def admin(fresh, monkeypatch):
-    emu = fresh()
-    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", emu.host_port)
-    app = firebase_admin.initialize_app(options={"projectId": "demo-phone"}, name=f"mfa-{uuid.uuid4()}")
-    yield emu, app
-    firebase_admin.delete_app(app)
 
 
 def password_user(emu, email):
