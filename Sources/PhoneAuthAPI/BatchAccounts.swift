@@ -93,6 +93,9 @@ enum BatchAccounts {
             guard let localId = stringField(u["localId"]), !localId.isEmpty else { fail("localId is missing"); continue }
             guard localId.utf8.count <= 128 else { fail("localId is too long"); continue }
             guard seen.insert(localId).inserted else { throw AuthError(.duplicateLocalId, localId) }
+            if let t = stringField(u["tenantId"]), !t.isEmpty, t != key.tenantId {
+                fail("Tenant id in userInfo does not match the tenant id in request."); continue
+            }
             var c = UserChanges()
             if let v = stringField(u["displayName"]) { c.displayName = .set(v) }
             if let v = stringField(u["photoUrl"]) { c.photoUrl = .set(v) }

@@ -17,6 +17,15 @@ enum EmailSignUp {
     }
 }
 
+/// A tenant with `disableAuth` answers `PROJECT_DISABLED` before anything in the request is looked at (production's
+/// and the official emulator's first check of the email endpoints: a wrong password or an unknown email there is not
+/// `INVALID_LOGIN_CREDENTIALS`).
+enum TenantGate {
+    static func checkEnabled(_ app: PhoneAuthApp, _ key: StoreKey) throws(AuthError) {
+        if app.emulator.tenantSettings(key)?.disableAuth == true { throw AuthError(.projectDisabled) }
+    }
+}
+
 /// `accounts:update` changing a user's email: the new address is unverified and older tokens are revoked
 /// (`validSince` = now), as production does; the same address is no change.
 enum EmailChange {
@@ -35,6 +44,7 @@ enum EmailChange {
 enum SignInWithPassword {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        try TenantGate.checkEnabled(app, key)
         if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.passwordLoginDisabled) }
         guard let email = try call.string("email") else { throw AuthError(.missingEmail) }
         guard Identifiers.isValidEmail(email) else { throw AuthError(.invalidEmail) }
@@ -70,6 +80,7 @@ enum SignInWithPassword {
 enum CreateAuthUri {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        try TenantGate.checkEnabled(app, key)
         if try call.string("providerId") != nil {
             throw AuthError.invalidArgument("Sign-in with an identity provider is not supported by this emulator.")
         }

@@ -124,11 +124,19 @@ struct MFAImportError: Error {
 
 /// `v2/accounts/mfaEnrollment:{start,finalize,withdraw}` and `v2/accounts/mfaSignIn:{start,finalize}`.
 enum MFAEndpoints {
-    /// The signed-in user of the call's `idToken` and the store it lives in.
+    /// The signed-in user of the call's `idToken` and the store it lives in. A token of another tenant than the body's
+    /// `tenantId` is `TENANT_ID_MISMATCH` before the MFA state is looked at (the official emulator resolves the tenant
+    /// from the token first); other token errors come after `OPERATION_NOT_ALLOWED`, as before.
     static func signedIn(_ app: PhoneAuthApp, _ call: Call) throws -> (StoreKey, TokenIdentity) {
         let key = try call.storeKey()
+        let token = try call.string("idToken")
+        let verified = Result { () throws(AuthError) -> TokenIdentity in
+            try app.tokens.verify(token, projectId: call.projectId, nowSeconds: app.emulator.clock.nowSeconds())
+        }
+        if let t = key.tenantId, case .success(let claimed) = verified, claimed.tenantId != t { throw AuthError(.tenantIdMismatch) }
         try app.emulator.checkMFAEnabled(key)
-        let (identity, _) = try app.verifiedUser(try call.string("idToken"), call: call, tenant: key.tenantId)
+        let identity = try verified.get()
+        _ = try app.emulator.user(for: identity)
         return (StoreKey(projectId: call.projectId, tenantId: identity.tenantId), identity)
     }
 

@@ -6,7 +6,8 @@ import PhoneAuthCore
 /// lands in the inbox (`GET /emulator/v1/projects/{p}/oobCodes`). `returnOobLink` (admin only) returns it.
 enum SendOobCode {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let key = try call.storeKey()
+        var key = try call.storeKey()
+        try TenantGate.checkEnabled(app, key)
         guard let rawType = try call.string("requestType"), !rawType.isEmpty, rawType != "OOB_REQ_TYPE_UNSPECIFIED" else {
             throw AuthError(.missingReqType)
         }
@@ -21,12 +22,17 @@ enum SendOobCode {
             throw AuthError.invalidJSON("Invalid value at 'request_type' (TYPE_ENUM), \"\(rawType.prefix(100))\"")
         }
         /// The account's email: the body's (PASSWORD_RESET; admin `returnOobLink` without `idToken`), else the
-        /// `idToken` user's.
+        /// `idToken` user's (whose tenant the call takes when the body names none).
         func accountEmail(fromToken: Bool) throws(AuthError) -> String {
             let idToken = try call.string("idToken").flatMap { $0.isEmpty ? nil : $0 }
             if fromToken && (idToken != nil || !returnLink) {
                 guard let idToken else { throw AuthError(.missingIdToken) }
-                let (_, user) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+                let (identity, user) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
+                if key.tenantId == nil, let t = identity.tenantId {
+                    // No `tenantId` in the body: the token's tenant is the call's (as the official emulator).
+                    key = StoreKey(projectId: key.projectId, tenantId: t)
+                    try TenantGate.checkEnabled(app, key)
+                }
                 guard let e = user.email else { throw AuthError(.missingEmail) }
                 return e
             }
