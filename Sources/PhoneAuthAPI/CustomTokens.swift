@@ -146,6 +146,9 @@ enum CustomTokens {
 
     /// The handler: check the token, decide (new user or not), commit, mint.
     static func signIn(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        // Custom tokens are forgeable here (unsigned ones are accepted, an RS256 signature is not checked): a foreign
+        // web page may not exchange one (it could sign in as any user), as unsigned ID tokens (`PhoneAuthApp`).
+        if call.foreignOrigin { throw AuthError.customTokenOriginNotAllowed }
         let checked: Checked
         let key: StoreKey
         do {
@@ -186,4 +189,11 @@ enum CustomTokens {
             throw error
         }
     }
+}
+
+extension AuthError {
+    /// A custom token from a web page whose origin the browser boundary does not allow (403, no CORS headers).
+    static let customTokenOriginNotAllowed = AuthError(
+        .permissionDenied,
+        "Origin not allowed: custom tokens are not verified here (unsigned ones are accepted, RS256 signatures are not checked), so signInWithCustomToken is accepted only without an Origin or from http(s)://localhost, 127.0.0.1, [::1], the server's own address and origins added with --allow-origin.")
 }

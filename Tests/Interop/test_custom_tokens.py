@@ -109,6 +109,20 @@ def test_hand_built_rs256_token_and_production_errors(emu):
     assert emu.session.get(emu.url + "/").status_code == 200
 
 
+def test_a_foreign_web_page_cannot_exchange_a_custom_token(emu):
+    """Custom tokens are not verified here, so a page from another origin could sign in as anyone: refused (403, no
+    CORS headers) before anything runs; localhost pages and SDKs (no Origin) are unaffected."""
+    token = service_account_token(uid="victim")
+    r = emu.post("/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", {"token": token},
+                 headers={"Origin": "https://evil.example", "Content-Type": "text/plain"})
+    assert r.status_code == 403 and r.json()["error"]["status"] == "PERMISSION_DENIED"
+    assert "Access-Control-Allow-Origin" not in r.headers
+    lookup = emu.post("/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:lookup", {"localId": ["victim"]}, key=None, headers=ADMIN)
+    assert "users" not in lookup.json()
+    r = emu.post("/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", {"token": token}, headers={"Origin": "http://localhost:5173"})
+    assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+
+
 def test_legacy_verify_custom_token_carries_kind(emu):
     r = emu.post("/www.googleapis.com/identitytoolkit/v3/relyingparty/verifyCustomToken",
                  {"token": service_account_token(uid="ios-user"), "returnSecureToken": True})

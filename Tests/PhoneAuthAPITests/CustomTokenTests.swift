@@ -1,4 +1,5 @@
 import EmulatorSupport
+import HTTPServer
 import JWT
 @testable import PhoneAuthAPI
 import PhoneAuthCore
@@ -255,6 +256,25 @@ final class CustomTokenTests: XCTestCase, AppCalling {
         XCTAssertFalse(line.contains("\n"))
         XCTAssertFalse(line.contains("\u{1b}"))
         XCTAssertTrue(line.contains("INVALID_CUSTOM_TOKEN"))
+    }
+
+    /// Custom tokens are forgeable here, so a foreign web page may not exchange one (it could act as any user): 403
+    /// before anything runs, no CORS headers; SDKs (no Origin) and allowed origins keep working.
+    func testAForeignOriginCannotExchangeACustomToken() throws {
+        let token = unsigned(payload("victim"))
+        for path in ["/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", "/www.googleapis.com/identitytoolkit/v3/relyingparty/verifyCustomToken"] {
+            var h = HTTPHeaders()
+            h.add("Origin", "http://evil.example")
+            h.add("Content-Type", "text/plain")
+            let resp = try XCTUnwrap(app.respond(to: HTTPRequest(method: "POST", target: path + "?key=fake-api-key", headers: h,
+                                                                 body: Array(#"{"token":"\#(token)"}"#.utf8)), context: .detached))
+            XCTAssertEqual(resp.status, 403, path)
+            XCTAssertFalse(resp.headers.contains { HTTPHeaders.equalsIgnoringASCIICase($0.0, "Access-Control-Allow-Origin") }, path)
+            XCTAssertEqual((try? JSONParser.parse(resp.body))?["error"]?["status"], "PERMISSION_DENIED")
+        }
+        XCTAssertNil(lookup("victim"), "nothing was created")
+        XCTAssertEqual(call("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken?key=fake-api-key", #"{"token":"\#(token)"}"#,
+                            headers: [("Origin", "http://localhost:3000")]).0, 200)
     }
 
     func testSigningModeNoneIsAsLenientAsTheOfficialEmulator() throws {
