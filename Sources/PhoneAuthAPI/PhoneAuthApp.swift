@@ -126,7 +126,8 @@ public final class PhoneAuthApp: HTTPResponder {
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
-        } catch let e as AuthError where e.code == .permissionDenied && e.detail == AuthError.unsignedTokenOriginNotAllowed.detail {
+        } catch let e as AuthError where e.code == .permissionDenied
+                    && (e.detail == AuthError.unsignedTokenOriginNotAllowed.detail || e.detail == AuthError.customTokenOriginNotAllowed.detail) {
             return refuse(e, host: false, request, BoundaryHeaders(request.headers))
         } catch let e as AuthError {
             if e.code == .internalFailure {

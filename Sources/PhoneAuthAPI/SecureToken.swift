@@ -11,7 +11,8 @@ enum SecureToken {
         let (record, user) = try app.emulator.redeemRefreshToken(token)
         let key = StoreKey(projectId: record.projectId, tenantId: record.tenantId)
         let claims = TokenService.claims(for: user, key: key, authTime: record.authTime, signInProvider: record.signInProvider,
-                                         issuedAt: app.emulator.clock.nowSeconds(), secondFactorId: record.secondFactorId)
+                                         issuedAt: app.emulator.clock.nowSeconds(), secondFactorId: record.secondFactorId,
+                                         extraClaims: record.extraClaimsObject)
         let idToken = try app.tokens.sign(claims)
         return Reply([
             "access_token": .string(idToken),

@@ -76,12 +76,15 @@ public final class TokenService: Sendable {
 
     /// The ID token claims production issues for this user (custom claims first, reserved claims win).
     /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`).
+    /// `extraClaims`: the session's own claims (a custom token's `claims`), over the user's custom claims, under the
+    /// reserved ones (the official emulator's order).
     public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                              secondFactorId: String? = nil) -> JSONObject {
+                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject()) -> JSONObject {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
         for (k, v) in user.customClaims where !CustomClaims.reserved.contains(k) { c[k] = v }
+        for (k, v) in extraClaims where !CustomClaims.reserved.contains(k) && !userFields.contains(k) { c[k] = v }
         c["iss"] = .string("https://securetoken.google.com/\(key.projectId)")
         c["aud"] = .string(key.projectId)
         c["auth_time"] = .int(authTime)
@@ -109,6 +112,10 @@ public final class TokenService: Sendable {
         c["firebase"] = .object(fb)
         return c
     }
+
+    /// ID token fields that describe the user: a session's extra claims never set them, even when the user lacks
+    /// them (the official emulator writes these after the extra claims, dropping the absent ones).
+    static let userFields: Set<String> = ["email", "email_verified", "phone_number", "provider_id", "user_id"]
 
     /// Signs (or, in `none` mode, serializes) the claims.
     public func sign(_ claims: JSONObject) throws -> String {

@@ -663,10 +663,11 @@ public final class Emulator: Sendable {
     }
 
     func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
-                         secondFactorId: String? = nil) -> (String, RefreshTokenRecord) {
+                         secondFactorId: String? = nil, extraClaims: String? = nil) -> (String, RefreshTokenRecord) {
         ("AMf-" + random.token(byteCount: 48),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
-                            signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId))
+                            signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId,
+                            extraClaims: extraClaims))
     }
 
     func restoreRefreshTokens(_ tokens: [(String, RefreshTokenRecord)]) {

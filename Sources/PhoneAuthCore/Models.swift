@@ -99,9 +99,11 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public let issuedAt: Int64
     /// The `mfaEnrollmentId` of the SMS second factor the session passed (its ID tokens keep the claims on refresh).
     public let secondFactorId: String?
+    /// Claims the session adds to every ID token it mints, as JSON object text (a custom token's `claims`); nil: none.
+    public let extraClaims: String?
 
     public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                secondFactorId: String? = nil) {
+                secondFactorId: String? = nil, extraClaims: String? = nil) {
         self.projectId = projectId
         self.tenantId = tenantId
         self.localId = localId
@@ -109,6 +111,13 @@ public struct RefreshTokenRecord: Sendable, Equatable {
         self.signInProvider = signInProvider
         self.issuedAt = issuedAt
         self.secondFactorId = secondFactorId
+        self.extraClaims = extraClaims
+    }
+
+    /// `extraClaims` as an object (empty when none or unparsable).
+    public var extraClaimsObject: JSONObject {
+        guard let extraClaims, case .object(let o)? = try? JSONParser.parse(extraClaims, maxDepth: 32) else { return JSONObject() }
+        return o
     }
 }
 

@@ -125,6 +125,7 @@ enum Codecs {
                              "signInProvider": .string(r.signInProvider), "issuedAt": int(r.issuedAt)]
         o.set("tenantId", r.tenantId.map(JSON.string))
         o.set("secondFactorId", r.secondFactorId.map(JSON.string))
+        o.set("extraClaims", r.extraClaims.map(JSON.string))
         return JSON.object(o).serializedString
     }
 
@@ -133,7 +134,7 @@ enum Codecs {
         else { return nil }
         return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: int64(o["authTime"]) ?? 0,
                                   signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: int64(o["issuedAt"]) ?? 0,
-                                  secondFactorId: o["secondFactorId"]?.stringValue)
+                                  secondFactorId: o["secondFactorId"]?.stringValue, extraClaims: o["extraClaims"]?.stringValue)
     }
 
     static func encode(_ c: ProjectConfig, _ t: TenantSettings?) -> String {

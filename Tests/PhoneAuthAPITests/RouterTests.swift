@@ -46,7 +46,7 @@ final class RouterTests: XCTestCase {
     }
 
     /// Which routes may create a project or tenant is one column of the table (`readOnly`): every GET, and the POST
-    /// lookups and queries, never create (red team F1); every other write does.
+    /// lookups, queries and session cookies, never create (red team F1); every other write does.
     func testReadOnlyRowsAreTheGETsLookupsAndQueries() {
         XCTAssertTrue(Router.rows.filter { $0.method == "GET" }.allSatisfy(\.readOnly))
         let postReads = Set(Router.rows.filter { $0.readOnly && $0.method != "GET" }.map { $0.method + " " + $0.template })
@@ -54,6 +54,7 @@ final class RouterTests: XCTestCase {
             "POST /identitytoolkit.googleapis.com/v1/accounts:lookup",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query",
+            "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant}]:createSessionCookie",
         ])
         guard case .route(let query) = Router.match(method: "POST", path: "/identitytoolkit.googleapis.com/v1/projects/p/tenants/t/accounts:query") else {
             return XCTFail("no route")
