@@ -129,13 +129,23 @@ final class EventLoop: @unchecked Sendable {
     // MARK: cross-thread entry points
 
     func enqueueCompletion(_ id: UInt64, _ requestNumber: UInt64, _ response: HTTPResponse) {
-        completions.withLock { $0.append(.response(id, requestNumber, response)) }
-        wake()
+        enqueue(.response(id, requestNumber, response))
     }
 
     func enqueueCloseHook(_ id: UInt64, _ requestNumber: UInt64, _ hook: @escaping @Sendable () -> Void) {
-        completions.withLock { $0.append(.closeHook(id, requestNumber, hook)) }
-        wake()
+        enqueue(.closeHook(id, requestNumber, hook))
+    }
+
+    /// One wake-up per burst: only the hand-off that finds the queue empty writes the eventfd. The loop reads the
+    /// eventfd before it takes the queue, so an item queued after that take finds the queue empty and wakes it
+    /// again; an item queued before it is in the take. (A committer delivering a batch of answers, or signing
+    /// threads finishing together, cost one write and one wake-up instead of one each.)
+    private func enqueue(_ item: Handoff) {
+        let first = completions.withLock { q -> Bool in
+            q.append(item)
+            return q.count == 1
+        }
+        if first { wake() }
     }
 
     func requestStop() {

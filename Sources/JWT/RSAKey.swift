@@ -1,4 +1,10 @@
 internal import COpenSSL
+import EmulatorSupport
+
+/// An `EVP_PKEY_CTX` owned by `RSAKey`'s free list; used by one thread at a time.
+struct SigningContext: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
 
 /// An RSA key pair (or public key) owning its `EVP_PKEY`. Immutable after creation, so one instance is shared
 /// read-only by every signing thread (OpenSSL 3 allows concurrent signatures with separate `EVP_MD_CTX`s).
@@ -11,7 +17,14 @@ public final class RSAKey: @unchecked Sendable {
         self.isPrivate = isPrivate
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    /// Prepared signing contexts not in use (see `signSHA256`).
+    private let signingContexts = Locked<[SigningContext]>([])
+    private static let maxIdleContexts = 16
+
+    deinit {
+        for c in signingContexts.withLock({ $0 }) { EVP_PKEY_CTX_free(c.pointer) }
+        EVP_PKEY_free(pkey)
+    }
 
     /// Generates a new key pair (100–300 ms for 2048 bits).
     public static func generate(bits: Int = 2048) throws -> RSAKey {
@@ -92,24 +105,55 @@ public final class RSAKey: @unchecked Sendable {
     /// The public exponent `e`, big-endian.
     public func exponent() throws -> [UInt8] { try bnParam(OSSL_PKEY_PARAM_RSA_E) }
 
-    /// RSASSA-PKCS1-v1_5 with SHA-256 over `message` (the JWS RS256 algorithm).
+    /// RSASSA-PKCS1-v1_5 with SHA-256 over `message` (the JWS RS256 algorithm): the digest, then the private-key
+    /// operation on a signing context prepared once and reused (`EVP_DigestSignInit` fetched the algorithms and built
+    /// a context on every call; `openssl speed` prepares it once too). A context serves one signature at a time, so
+    /// each thread takes one from a small free list and gives it back.
     public func signSHA256(_ message: [UInt8]) throws -> [UInt8] {
         guard isPrivate else { throw OpenSSLError(operation: "sign", details: ["public key only"]) }
-        guard let ctx = EVP_MD_CTX_new() else { throw OpenSSLError.capture("EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else { throw OpenSSLError.capture("EVP_DigestSignInit") }
-        var len = 0
-        let ok = message.withUnsafeBufferPointer { m -> Bool in
-            guard EVP_DigestSign(ctx, nil, &len, m.baseAddress, m.count) == 1 else { return false }
+        let ctx = try takeSigningContext()
+        var digest = [UInt8](repeating: 0, count: 32)
+        var dlen: UInt32 = 0
+        let hashed = message.withUnsafeBytes { m in
+            digest.withUnsafeMutableBufferPointer { d in EVP_Digest(m.baseAddress, m.count, d.baseAddress, &dlen, EVP_sha256(), nil) == 1 }
+        }
+        guard hashed, dlen == 32 else {
+            returnSigningContext(ctx)
+            throw OpenSSLError.capture("EVP_Digest")
+        }
+        var len = Int(EVP_PKEY_get_size(pkey))
+        var sig = [UInt8](repeating: 0, count: len)
+        let ok = sig.withUnsafeMutableBufferPointer { s in
+            digest.withUnsafeBufferPointer { d in EVP_PKEY_sign(ctx, s.baseAddress, &len, d.baseAddress, d.count) == 1 }
+        }
+        guard ok else {
+            // A context that failed is not reused.
+            EVP_PKEY_CTX_free(ctx)
+            throw OpenSSLError.capture("EVP_PKEY_sign")
+        }
+        returnSigningContext(ctx)
+        return len == sig.count ? sig : Array(sig[0..<len])
+    }
+
+    private func takeSigningContext() throws -> OpaquePointer {
+        if let ctx = signingContexts.withLock({ $0.popLast() }) { return ctx.pointer }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw OpenSSLError.capture("EVP_PKEY_CTX_new_from_pkey") }
+        guard EVP_PKEY_sign_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1,
+              EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1 else {
+            EVP_PKEY_CTX_free(ctx)
+            throw OpenSSLError.capture("EVP_PKEY_sign_init")
+        }
+        return ctx
+    }
+
+    /// Keeps at most `maxIdleContexts` (one per signing thread is enough; more threads than that just make new ones).
+    private func returnSigningContext(_ ctx: OpaquePointer) {
+        let kept = signingContexts.withLock { list -> Bool in
+            guard list.count < Self.maxIdleContexts else { return false }
+            list.append(SigningContext(pointer: ctx))
             return true
         }
-        guard ok else { throw OpenSSLError.capture("EVP_DigestSign") }
-        var sig = [UInt8](repeating: 0, count: len)
-        let ok2 = message.withUnsafeBufferPointer { m in
-            sig.withUnsafeMutableBufferPointer { s in EVP_DigestSign(ctx, s.baseAddress, &len, m.baseAddress, m.count) == 1 }
-        }
-        guard ok2 else { throw OpenSSLError.capture("EVP_DigestSign") }
-        return Array(sig[0..<len])
+        if !kept { EVP_PKEY_CTX_free(ctx) }
     }
 
     /// Verifies an RS256 signature; false on any mismatch or malformed signature.

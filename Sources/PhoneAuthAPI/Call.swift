@@ -24,6 +24,14 @@ struct Call: Sendable {
     /// From a web page whose `Origin` the browser boundary does not allow: it may use existing tenants but never
     /// creates one (a page could otherwise fill the per-project tenant cap, persistently with `--data-dir`).
     var foreignOrigin = false
+    /// Runs on an event loop for an `.adaptive` route: costly work moves the request to the signing pool.
+    var costlyWorkMovesOffLoop = false
+
+    /// Called by an `.adaptive` handler before costly work (a signature, a password hash) and before it changes
+    /// anything: on an event loop this ends the call here, and the request runs again on the signing pool.
+    func beforeCostlyWork() throws(MoveOffLoop) {
+        if costlyWorkMovesOffLoop { throw MoveOffLoop() }
+    }
 
     func queryValue(_ name: String) -> String? { query.last(where: { $0.0 == name })?.1 }
     func queryValues(_ name: String) -> [String] { query.filter { $0.0 == name }.map(\.1) }
@@ -118,6 +126,9 @@ struct Call: Sendable {
 }
 
 /// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.
+/// Thrown by `Call.beforeCostlyWork()`: the request runs again on the signing pool.
+struct MoveOffLoop: Error {}
+
 struct Reply: Sendable {
     /// The handler will answer later through `Call.complete` (long polls); nothing is sent now.
     static let deferred: Reply = { var r = Reply(.null); r.isDeferred = true; return r }()

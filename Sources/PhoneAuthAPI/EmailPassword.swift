@@ -51,9 +51,12 @@ enum SignInWithPassword {
         guard let password = try call.string("password"), !password.isEmpty else { throw AuthError(.missingPassword) }
         guard let user = app.emulator.user(key, email: email) else { throw AuthError(.invalidLoginCredentials) }
         guard !user.disabled else { throw AuthError(.userDisabled) }
-        guard let hash = user.passwordHash, Passwords.matches(password, hash: hash, salt: user.salt) else {
-            throw AuthError(.invalidLoginCredentials)
-        }
+        guard let hash = user.passwordHash else { throw AuthError(.invalidLoginCredentials) }
+        // On an event loop only a password verified before (a salted SHA-256) and a sign-in that signs nothing (an
+        // enrolled user's MFA-required answer); PBKDF2 and signatures run on the signing pool.
+        if !Passwords.knownMatch(password, hash: hash, salt: user.salt) { try call.beforeCostlyWork() }
+        guard Passwords.matches(password, hash: hash, salt: user.salt) else { throw AuthError(.invalidLoginCredentials) }
+        if !app.emulator.secondFactorLikelyRequired(key, user: user) { try call.beforeCostlyWork() }
         let signedIn: UserRecord, refresh: String, authTime: Int64
         switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash) {
         case .signedIn(let u, let r, let t): (signedIn, refresh, authTime) = (u, r, t)

@@ -37,13 +37,12 @@ enum Passwords {
         if let salt, let saltBytes = Base64URL.decode(salt) {
             // A suite signs the same test user in thousands of times: a password verified against this hash before
             // is recognised by a salted SHA-256 instead of PBKDF2 (a different one still takes the slow path).
-            let key = hash + "|" + salt
-            let quick = Base64URL.encodeStandard(sha256(saltBytes + [0] + Array(password.utf8)))
-            if let known = verified.withLock({ $0[key] }), constantTimeEquals(known, quick) { return true }
+            let quick = quickDigest(password, saltBytes)
+            if isKnown(quick, hash: hash, salt: salt) { return true }
             guard constantTimeEquals(derive(password, salt: saltBytes), hash) else { return false }
             verified.withLock { v in
                 if v.count >= verifiedCapacity { v.removeAll(keepingCapacity: true) }
-                v[key] = quick
+                v[hash + "|" + salt] = quick
             }
             return true
         }
@@ -52,6 +51,22 @@ enum Passwords {
             return constantTimeEquals(expected, String(hash[hash.index(after: colon)...]))
         }
         return false
+    }
+
+    /// True when `password` was verified against this hash before (the cheap check of `matches`); false when that
+    /// is unknown — `matches` then derives the key.
+    static func knownMatch(_ password: String, hash: String, salt: String?) -> Bool {
+        guard let salt, let saltBytes = Base64URL.decode(salt) else { return false }
+        return isKnown(quickDigest(password, saltBytes), hash: hash, salt: salt)
+    }
+
+    private static func quickDigest(_ password: String, _ salt: [UInt8]) -> String {
+        Base64URL.encodeStandard(sha256(salt + [0] + Array(password.utf8)))
+    }
+
+    private static func isKnown(_ quick: String, hash: String, salt: String) -> Bool {
+        guard let known = verified.withLock({ $0[hash + "|" + salt] }) else { return false }
+        return constantTimeEquals(known, quick)
     }
 
     /// Passwords verified recently: `hash|salt` → base64(SHA-256(salt ‖ 0 ‖ password)). In memory only, bounded

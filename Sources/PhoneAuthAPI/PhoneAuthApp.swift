@@ -75,7 +75,15 @@ public final class PhoneAuthApp: HTTPResponder {
                 }
                 return nil
             }
-            return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose)
+            var offLoop: (@Sendable () -> Void)? = nil
+            if let pool = signingPool, route.run == .adaptive, tokens.mode == .rs256 {
+                offLoop = { [self] in
+                    pool.submit { [self] in
+                        if let r = self.handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) { deliver(r) }
+                    }
+                }
+            }
+            return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose, offLoop: offLoop)
         }
     }
 
@@ -86,14 +94,17 @@ public final class PhoneAuthApp: HTTPResponder {
     /// durable (see PhoneAuthCore/Transaction.swift): the handler runs inside a `DurabilityScope`, and if its
     /// tickets are still being committed the answer is delivered later from the journal's committer thread, so no
     /// event loop and no pool thread ever waits for the disk. A rolled-back commit turns the answer into a 500.
+    /// `offLoop`: on an event loop for an `.adaptive` route, what moves the request to the signing pool.
     func handle(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false, deliver: @escaping @Sendable (HTTPResponse) -> Void,
-                onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
-        guard emulator.journal != nil else { return run(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) }
+                onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void, offLoop: (@Sendable () -> Void)? = nil) -> HTTPResponse? {
+        guard emulator.journal != nil else { return run(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose, offLoop: offLoop) }
         let scope = DurabilityScope()
         let durable: @Sendable (HTTPResponse) -> Void = { [self] response in
             if let now = afterDurable(scope, request, response, deliver: deliver) { deliver(now) }
         }
-        let response = DurabilityScope.$current.withValue(scope) { run(request, route, foreignOrigin: foreignOrigin, deliver: durable, onClose: onClose) }
+        let response = DurabilityScope.$current.withValue(scope) {
+            run(request, route, foreignOrigin: foreignOrigin, deliver: durable, onClose: onClose, offLoop: offLoop)
+        }
         guard let response else { return nil }
         return afterDurable(scope, request, response, deliver: deliver)
     }
@@ -119,13 +130,17 @@ public final class PhoneAuthApp: HTTPResponder {
     }
 
     private func run(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool, deliver: @escaping @Sendable (HTTPResponse) -> Void,
-                     onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> HTTPResponse? {
+                     onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void, offLoop: (@Sendable () -> Void)?) -> HTTPResponse? {
         do {
             var call = try makeCall(request, route, foreignOrigin: foreignOrigin) { [self] reply in deliver(self.render(reply, for: request)) }
             call.onClose = onClose
+            call.costlyWorkMovesOffLoop = offLoop != nil
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)
+        } catch is MoveOffLoop {
+            offLoop?()
+            return nil
         } catch let e as AuthError where e.code == .permissionDenied
                     && (e.detail == AuthError.unsignedTokenOriginNotAllowed.detail || e.detail == AuthError.customTokenOriginNotAllowed.detail) {
             return refuse(e, host: false, request, BoundaryHeaders(request.headers))

@@ -46,6 +46,11 @@ enum Execution: Sendable {
     case loop
     /// Signs tokens: on the signing pool when signing is RS256, never on an event loop then.
     case offload
+    /// On the event loop while the work is cheap: a handler that is about to do costly work (sign a token, hash a
+    /// password) before it has changed anything calls `Call.beforeCostlyWork()`, and with RS256 signing the request
+    /// runs again from the start on the signing pool. (An MFA password sign-in signs nothing: it stays on the loop and
+    /// saves two thread hand-offs.)
+    case adaptive
     /// Bulk work (batch deletes and imports, wipes, full listings, export): on the worker pool in every signing mode,
     /// so one large request never holds an event loop.
     case bulk
@@ -155,7 +160,7 @@ enum Router {
                  "self-delete (with `idToken`)", DeleteAccount.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient", .client, .json, .loop, v3: "verifyClient",
                  "iOS app verification: `{receipt, suggestedTimeout}`", VerifyClient.handle),
-        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword", .client, .json, .offload, v3: "verifyPassword",
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword", .client, .json, .adaptive, v3: "verifyPassword",
                  "email + password sign-in (`INVALID_LOGIN_CREDENTIALS`)", SignInWithPassword.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:createAuthUri", .client, .json, .loop, v3: "createAuthUri",
                  "`{registered, allProviders, signinMethods, sessionId}` for an email", CreateAuthUri.handle),

@@ -291,6 +291,13 @@ extension Emulator {
         return .mfaRequired(pendingCredential: token, enrollments: user.mfaInfo)
     }
 
+    /// Whether a first-factor sign-in of `user` will end with the MFA-required answer rather than tokens, as
+    /// `passFirstFactor` decides it now (a handler's guess of whether it will sign; the transaction decides).
+    public func secondFactorLikelyRequired(_ key: StoreKey, user: UserRecord) -> Bool {
+        guard !user.mfaInfo.isEmpty else { return false }
+        return existingStore(key)?.read { $0.config.mfa.smsEnabled } ?? config(key).mfa.smsEnabled
+    }
+
     /// `passFirstFactor` in its own transaction, for a first factor that has already saved its user.
     public func passFirstFactor(_ key: StoreKey, localId: String, signInProvider: String) throws(AuthError) -> FirstFactorOutcome {
         try transaction(key) { tx throws(AuthError) -> FirstFactorOutcome in

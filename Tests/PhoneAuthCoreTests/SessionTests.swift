@@ -139,6 +139,28 @@ final class SessionTests: XCTestCase {
         XCTAssertThrowsError(try emulator.redeemRefreshToken("nope")) { XCTAssertEqual(($0 as? AuthError)?.code, .invalidRefreshToken) }
     }
 
+    /// Refresh tokens sort in issue order (a journal appends them to its B-trees) and still carry 48 random bytes.
+    func testRefreshTokensSortInIssueOrderAndStayUnguessable() throws {
+        var tokens: [String] = []
+        for i in 0..<300 {
+            tokens.append(try emulator.issueRefreshToken(key, localId: "u\(i % 7)", authTime: clock.nowSeconds(), signInProvider: "phone"))
+        }
+        // Byte order: what SQLite's BINARY collation uses for TEXT keys.
+        XCTAssertEqual(tokens, tokens.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }))
+        XCTAssertEqual(Set(tokens).count, tokens.count)
+        for t in tokens {
+            XCTAssertTrue(t.hasPrefix("AMf-"))
+            XCTAssertEqual(t.utf8.count, 4 + 11 + 64)  // prefix, issue sequence, base64url of 48 random bytes
+        }
+        // The random parts differ even between consecutive tokens.
+        XCTAssertEqual(Set(tokens.map { $0.dropFirst(15) }).count, tokens.count)
+        // The sequence's 11 characters order as the numbers do, across digit boundaries.
+        let ns: [UInt64] = [0, 1, 63, 64, 4095, 4096, 1_796_000_000_000_000, UInt64.max - 1, UInt64.max]
+        let encoded = ns.map(Emulator.sortable)
+        XCTAssertEqual(encoded, encoded.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }))
+        XCTAssertEqual(Set(encoded).count, ns.count)
+    }
+
     func testScenarioNumbers() throws {
         _ = try emulator.patchConfig(key, ["phoneAuth": ["scenarioNumbers": ["+15005550006": ["onSend": "QUOTA_EXCEEDED"], "+15005550007": ["onSignIn": "SESSION_EXPIRED"]]]])
         XCTAssertThrowsError(try emulator.sendVerificationCode(key, phoneNumber: "+15005550006")) { XCTAssertEqual(($0 as? AuthError)?.code, .quotaExceeded) }
