@@ -37,7 +37,9 @@ enum UserJSON {
         if let p = u.phoneNumber {
             providers.append(["providerId": "phone", "rawId": .string(p), "phoneNumber": .string(p)])
         }
-        if let e = u.email {
+        // The `password` provider exists only while the account has a password (production, the official emulator):
+        // an admin-created or imported user with an email and no password hash has none.
+        if let e = u.email, u.passwordHash != nil {
             var pe: JSONObject = ["providerId": "password", "rawId": .string(e), "email": .string(e), "federatedId": .string(e)]
             pe.set("displayName", u.displayName.map(JSON.string))
             pe.set("photoUrl", u.photoUrl.map(JSON.string))

@@ -99,3 +99,26 @@ def test_batch_create_refuses_a_user_of_another_tenant(tenant_admin):
     lookup = requests.post(f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone/tenants/{tid}/accounts:lookup",
                            json={"localId": ["a2"]}, headers=OWNER).json()["users"][0]
     assert [e["mfaEnrollmentId"] for e in lookup["mfaInfo"]] == ["e2"]
+
+
+def test_imported_email_user_without_a_password_has_no_password_provider(tenant_admin):
+    """import_users with an email and no password hash: no `password` provider, and createAuthUri lists none (the
+    official emulator and production; we showed one and answered allProviders ["password"])."""
+    emu, app = tenant_admin
+    result = auth.import_users([
+        auth.ImportUserRecord(uid="nopw", email="nopw@example.com", email_verified=True),
+        auth.ImportUserRecord(uid="withphone", email="wp@example.com", phone_number="+15555550177"),
+    ], app=app)
+    assert result.success_count == 2, [e.reason for e in result.errors]
+    user = auth.get_user("nopw", app=app)
+    assert user.email == "nopw@example.com" and user.provider_data == []
+    assert [p.provider_id for p in auth.get_user("withphone", app=app).provider_data] == ["phone"]
+    r = emu.itk("createAuthUri", {"identifier": "nopw@example.com", "continueUri": "http://localhost/"})
+    assert r.status_code == 200 and r.json()["registered"] is True
+    assert "allProviders" not in r.json() and "signinMethods" not in r.json()
+    # A password set later brings the provider (and the sign-in method) with it.
+    auth.update_user("nopw", password="secret12", app=app)
+    assert [p.provider_id for p in auth.get_user("nopw", app=app).provider_data] == ["password"]
+    r = emu.itk("createAuthUri", {"identifier": "nopw@example.com", "continueUri": "http://localhost/"})
+    assert r.json()["allProviders"] == ["password"] and r.json()["signinMethods"] == ["password"]
+
