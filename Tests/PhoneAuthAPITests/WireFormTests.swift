@@ -4,7 +4,8 @@ import PhoneAuthCore
 import PhoneAuthTestSupport
 import XCTest
 
-/// Wire forms the differential run (issue 13) found: the `password` provider of a user without a password.
+/// Wire forms the differential run (issue 13) found: the `password` provider of a user without a password, and an
+/// `enrolledAt` with more than three fraction digits.
 final class WireFormTests: XCTestCase, AppCalling {
     var clock: EmulatorClock!
     var app: PhoneAuthApp!
@@ -68,5 +69,19 @@ final class WireFormTests: XCTestCase, AppCalling {
         XCTAssertEqual(del.0, 200, "\(del.1)")
         XCTAssertEqual(providerIds(lookup("adm")), [])
         XCTAssertEqual(lookup("adm")["email"], "adm@example.com")
+    }
+
+    // MARK: enrolledAt parsing
+
+    func testAFractionOfMoreThanThreeDigitsIsCutToMillisecondsNotATrap() throws {
+        // Production writes 6 or 9 digits; `accounts:update`, signUp and batchCreate (import_users, firebase-tools
+        // import) parse `enrolledAt`: a 4+ digit fraction built an inverted range and trapped the server.
+        XCTAssertEqual(MultiFactor.parseRFC3339("2024-01-02T03:04:05.123456789Z"), 1_704_164_645_123)
+        XCTAssertEqual(MultiFactor.parseRFC3339("2024-01-02T03:04:05.9999Z"), 1_704_164_645_999)
+        XCTAssertEqual(MultiFactor.parseRFC3339("2024-01-02T03:04:05.5Z"), 1_704_164_645_500)
+        XCTAssertEqual(admin("accounts", #"{"localId":"f","email":"f@example.com","emailVerified":true}"#).0, 200)
+        let r = admin("accounts:update", #"{"localId":"f","mfa":{"enrollments":[{"phoneInfo":"+16505550109","mfaEnrollmentId":"f1","enrolledAt":"2024-01-02T03:04:05.000001Z"}]}}"#)
+        XCTAssertEqual(r.0, 200, "\(r.1)")
+        XCTAssertNotNil(lookup("f")["mfaInfo"]?.arrayValue?.first?["enrolledAt"])
     }
 }
