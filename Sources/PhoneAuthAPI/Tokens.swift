@@ -50,7 +50,7 @@ enum UserJSON {
         o.set("validSince", u.validSince.map { .string(String($0)) })
         o.set("lastLoginAt", u.lastLoginAt.map { .string(String($0)) })
         o["createdAt"] = .string(String(u.createdAt))
-        o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.rfc3339(millis: $0)) })
+        o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.protobufJSON(millis: $0)) })
         o.set("tenantId", u.tenantId.map(JSON.string))
         if let h = u.passwordHash {
             o["passwordHash"] = .string(forClient ? Passwords.redacted : h)

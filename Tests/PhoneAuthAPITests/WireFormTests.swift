@@ -4,8 +4,9 @@ import PhoneAuthCore
 import PhoneAuthTestSupport
 import XCTest
 
-/// Wire forms the differential run (issue 13) found: the `password` provider of a user without a password, and an
-/// `enrolledAt` with more than three fraction digits.
+/// Wire forms the differential run (issue 13) found: the `password` provider of a user without a password, an
+/// `enrolledAt` with more than three fraction digits, and `enrolledAt`/`lastRefreshAt` in production's Timestamp JSON
+/// (no `.000` for whole seconds).
 final class WireFormTests: XCTestCase, AppCalling {
     var clock: EmulatorClock!
     var app: PhoneAuthApp!
@@ -83,5 +84,74 @@ final class WireFormTests: XCTestCase, AppCalling {
         let r = admin("accounts:update", #"{"localId":"f","mfa":{"enrollments":[{"phoneInfo":"+16505550109","mfaEnrollmentId":"f1","enrolledAt":"2024-01-02T03:04:05.000001Z"}]}}"#)
         XCTAssertEqual(r.0, 200, "\(r.1)")
         XCTAssertNotNil(lookup("f")["mfaInfo"]?.arrayValue?.first?["enrolledAt"])
+    }
+
+    // MARK: Timestamp JSON
+
+    func testTimestampProtobufJSONDropsAZeroFraction() {
+        XCTAssertEqual(Timestamp.protobufJSON(millis: 1_704_164_645_000), "2024-01-02T03:04:05Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: 1_704_164_645_120), "2024-01-02T03:04:05.120Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: 1_704_164_645_001), "2024-01-02T03:04:05.001Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: 0), "1970-01-01T00:00:00Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: -1), "1969-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: .max), "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.protobufJSON(millis: .min), "0001-01-01T00:00:00Z")
+    }
+
+    func testEnrolledAtIsProductionsCanonicalForm() throws {
+        // Admin-given times (update, signUp, batchCreate) and the clock's whole second come back without `.000`;
+        // a fraction keeps three digits; a 6- or 9-digit fraction is kept to the millisecond.
+        XCTAssertEqual(admin("accounts", #"{"localId":"m","email":"m@example.com","emailVerified":true}"#).0, 200)
+        let up = admin("accounts:update", #"""
+        {"localId":"m","mfa":{"enrollments":[
+          {"phoneInfo":"+16505550101","mfaEnrollmentId":"e1","enrolledAt":"2024-01-02T03:04:05Z"},
+          {"phoneInfo":"+16505550102","mfaEnrollmentId":"e2","enrolledAt":"2024-01-02T03:04:05.5Z"},
+          {"phoneInfo":"+16505550103","mfaEnrollmentId":"e3","enrolledAt":"2024-01-02T03:04:05.000000Z"},
+          {"phoneInfo":"+16505550104","mfaEnrollmentId":"e4","enrolledAt":"2024-01-02T03:04:05.123456789Z"},
+          {"phoneInfo":"+16505550105","mfaEnrollmentId":"e5"}]}}
+        """#)
+        XCTAssertEqual(up.0, 200, "\(up.1)")
+        let info = try XCTUnwrap(lookup("m")["mfaInfo"]?.arrayValue)
+        XCTAssertEqual(info.map { $0["enrolledAt"]?.stringValue ?? "" }, [
+            "2024-01-02T03:04:05Z", "2024-01-02T03:04:05.500Z", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123Z",
+            Timestamp.protobufJSON(millis: testEpochMillis),
+        ])
+        XCTAssertEqual(info[4]["enrolledAt"], "2027-01-15T08:00:00Z", "the clock's time (a whole second here)")
+        let r = admin("accounts:batchCreate", #"""
+        {"users":[{"localId":"b","email":"b@example.com","emailVerified":true,
+                   "mfaInfo":[{"phoneInfo":"+16505550106","mfaEnrollmentId":"b1","enrolledAt":"2023-05-06T07:08:09Z"}]},
+                  {"localId":"n","email":"n@example.com","emailVerified":true,
+                   "mfaInfo":[{"phoneInfo":"+16505550108","mfaEnrollmentId":"n1","enrolledAt":"2023-05-06T07:08:09.987654321Z"}]}]}
+        """#)
+        XCTAssertNil(r.1["error"], "\(r.1)")
+        XCTAssertEqual(lookup("b")["mfaInfo"]?.arrayValue?.first?["enrolledAt"], "2023-05-06T07:08:09Z")
+        // Production writes 6 or 9 digits: an import of its form no longer traps (a 4+ digit fraction did).
+        XCTAssertEqual(lookup("n")["mfaInfo"]?.arrayValue?.first?["enrolledAt"], "2023-05-06T07:08:09.987Z")
+        // The export file carries the same form.
+        let dir = TemporaryDirectory.make("wire-form")
+        defer { TemporaryDirectory.remove(dir) }
+        try ExportImport.export(app, projectId: "demo-phone", to: dir)
+        let exported = try ExportImport.readJSON(dir + "/auth_export/accounts.json")
+        let b = exported["users"]?.arrayValue?.first { $0["localId"] == "b" }
+        XCTAssertEqual(b?["mfaInfo"]?.arrayValue?.first?["enrolledAt"], "2023-05-06T07:08:09Z")
+    }
+
+    func testHintsAndLastRefreshAtUseTheSameForm() throws {
+        let r = admin("accounts", #"""
+        {"localId":"h","email":"h@example.com","password":"secret12","emailVerified":true,
+         "mfaInfo":[{"phoneInfo":"+16505550107","enrolledAt":"2024-01-02T03:04:05Z"}]}
+        """#)
+        XCTAssertEqual(r.0, 200, "\(r.1)")
+        let signIn = itk("signInWithPassword", #"{"email":"h@example.com","password":"secret12","returnSecureToken":true}"#)
+        XCTAssertEqual(signIn.0, 200, "\(signIn.1)")
+        XCTAssertEqual(signIn.1["mfaInfo"]?.arrayValue?.first?["enrolledAt"], "2024-01-02T03:04:05Z", "the hint of the MFA-required reply")
+        // A plain password user signs in at the clock's whole second: lastRefreshAt has no `.000` either.
+        XCTAssertEqual(admin("accounts", #"{"localId":"p","email":"p@example.com","password":"secret12"}"#).0, 200)
+        XCTAssertEqual(itk("signInWithPassword", #"{"email":"p@example.com","password":"secret12","returnSecureToken":true}"#).0, 200)
+        XCTAssertEqual(lookup("p")["lastRefreshAt"], .string(Timestamp.protobufJSON(millis: testEpochMillis)))
+        XCTAssertEqual(lookup("p")["lastRefreshAt"], "2027-01-15T08:00:00Z")
+        XCTAssertTrue(clock.advance(millis: 250))
+        XCTAssertEqual(itk("signInWithPassword", #"{"email":"p@example.com","password":"secret12","returnSecureToken":true}"#).0, 200)
+        XCTAssertEqual(lookup("p")["lastRefreshAt"], "2027-01-15T08:00:00.250Z")
     }
 }
