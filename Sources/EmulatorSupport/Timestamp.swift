@@ -30,6 +30,14 @@ public enum Timestamp {
         return rfc3339(millis: millis)
     }
 
+    /// Production's `google.protobuf.Timestamp` JSON (`enrolledAt`, `lastRefreshAt`): `2024-01-02T03:04:05Z` when the
+    /// milliseconds are zero, else `2024-01-02T03:04:05.123Z` (protobuf drops a zero fraction and otherwise writes 3, 6 or
+    /// 9 digits; we keep milliseconds, so 3). Clamped to years 0001…9999 as `rfc3339(millis:)`.
+    public static func protobufJSON(millis: Int64) -> String {
+        let text = rfc3339(millis: millis)
+        return text.hasSuffix(".000Z") ? String(text.dropLast(5)) + "Z" : text
+    }
+
     /// `2026-11-30T10:02:05.123Z`. Never traps: times outside years 0001…9999 are clamped to that range.
     public static func rfc3339(millis raw: Int64) -> String {
         let millis = min(max(raw, minMillis), maxMillis)

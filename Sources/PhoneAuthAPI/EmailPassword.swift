@@ -96,9 +96,9 @@ enum CreateAuthUri {
         var o: JSONObject = ["kind": "identitytoolkit#CreateAuthUriResponse"]
         let user = app.emulator.user(key, email: identifier)
         o["registered"] = .bool(user != nil)
-        if let user {
+        if let user, user.passwordHash != nil {
             o["allProviders"] = ["password"]
-            if user.passwordHash != nil { o["signinMethods"] = ["password"] }
+            o["signinMethods"] = ["password"]
         }
         o["sessionId"] = .string(sessionId)
         return Reply(.object(o))

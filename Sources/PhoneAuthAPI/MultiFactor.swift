@@ -10,7 +10,7 @@ public enum MFAJSON {
             var o: JSONObject = ["phoneInfo": .string(e.phoneInfo)]
             o.set("displayName", e.displayName.map(JSON.string))
             o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
-            o["enrolledAt"] = .string(Timestamp.rfc3339(millis: e.enrolledAt))
+            o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: e.enrolledAt))
             o["unobfuscatedPhoneInfo"] = .string(e.phoneInfo)
             return .object(o)
         })
@@ -21,7 +21,7 @@ public enum MFAJSON {
         .array(list.map { e in
             var o = JSONObject()
             o.set("displayName", e.displayName.map(JSON.string))
-            o["enrolledAt"] = .string(Timestamp.rfc3339(millis: e.enrolledAt))
+            o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: e.enrolledAt))
             o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
             o["phoneInfo"] = .string(e.maskedPhone)
             return .object(o)

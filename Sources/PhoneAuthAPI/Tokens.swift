@@ -37,7 +37,9 @@ enum UserJSON {
         if let p = u.phoneNumber {
             providers.append(["providerId": "phone", "rawId": .string(p), "phoneNumber": .string(p)])
         }
-        if let e = u.email {
+        // The `password` provider exists only while the account has a password (production, the official emulator):
+        // an admin-created or imported user with an email and no password hash has none.
+        if let e = u.email, u.passwordHash != nil {
             var pe: JSONObject = ["providerId": "password", "rawId": .string(e), "email": .string(e), "federatedId": .string(e)]
             pe.set("displayName", u.displayName.map(JSON.string))
             pe.set("photoUrl", u.photoUrl.map(JSON.string))
@@ -48,7 +50,7 @@ enum UserJSON {
         o.set("validSince", u.validSince.map { .string(String($0)) })
         o.set("lastLoginAt", u.lastLoginAt.map { .string(String($0)) })
         o["createdAt"] = .string(String(u.createdAt))
-        o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.rfc3339(millis: $0)) })
+        o.set("lastRefreshAt", u.lastRefreshAt.map { .string(Timestamp.protobufJSON(millis: $0)) })
         o.set("tenantId", u.tenantId.map(JSON.string))
         if let h = u.passwordHash {
             o["passwordHash"] = .string(forClient ? Passwords.redacted : h)

@@ -176,7 +176,7 @@ public enum MultiFactor {
                 i += 1
             }
             guard digits > 0 else { return nil }
-            for _ in digits..<3 where digits < 3 { ms *= 10 }
+            if digits < 3 { for _ in digits..<3 { ms *= 10 } }  // 4 to 9+ digits: only the first three count
         }
         var offset = 0
         guard i < u.count else { return nil }

@@ -99,3 +99,47 @@ def test_batch_create_refuses_a_user_of_another_tenant(tenant_admin):
     lookup = requests.post(f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone/tenants/{tid}/accounts:lookup",
                            json={"localId": ["a2"]}, headers=OWNER).json()["users"][0]
     assert [e["mfaEnrollmentId"] for e in lookup["mfaInfo"]] == ["e2"]
+
+
+def test_imported_email_user_without_a_password_has_no_password_provider(tenant_admin):
+    """import_users with an email and no password hash: no `password` provider, and createAuthUri lists none (the
+    official emulator and production; we showed one and answered allProviders ["password"])."""
+    emu, app = tenant_admin
+    result = auth.import_users([
+        auth.ImportUserRecord(uid="nopw", email="nopw@example.com", email_verified=True),
+        auth.ImportUserRecord(uid="withphone", email="wp@example.com", phone_number="+15555550177"),
+    ], app=app)
+    assert result.success_count == 2, [e.reason for e in result.errors]
+    user = auth.get_user("nopw", app=app)
+    assert user.email == "nopw@example.com" and user.provider_data == []
+    assert [p.provider_id for p in auth.get_user("withphone", app=app).provider_data] == ["phone"]
+    r = emu.itk("createAuthUri", {"identifier": "nopw@example.com", "continueUri": "http://localhost/"})
+    assert r.status_code == 200 and r.json()["registered"] is True
+    assert "allProviders" not in r.json() and "signinMethods" not in r.json()
+    # A password set later brings the provider (and the sign-in method) with it.
+    auth.update_user("nopw", password="secret12", app=app)
+    assert [p.provider_id for p in auth.get_user("nopw", app=app).provider_data] == ["password"]
+    r = emu.itk("createAuthUri", {"identifier": "nopw@example.com", "continueUri": "http://localhost/"})
+    assert r.json()["allProviders"] == ["password"] and r.json()["signinMethods"] == ["password"]
+
+
+def test_enrolled_at_is_productions_timestamp_json(tenant_admin):
+    """`enrolledAt` given as a whole second comes back without `.000` (production's Timestamp JSON; we wrote
+    `.000Z`), a fraction keeps three digits, and production's 9-digit form imports (it used to trap the server)."""
+    emu, app = tenant_admin
+    auth.create_user(uid="m1", email="m1@example.com", email_verified=True, app=app)
+    r = emu.post("/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:update", {"localId": "m1", "mfa": {"enrollments": [
+        {"phoneInfo": "+15555550111", "mfaEnrollmentId": "e1", "enrolledAt": "2024-01-02T03:04:05Z"},
+        {"phoneInfo": "+15555550122", "mfaEnrollmentId": "e2", "enrolledAt": "2024-01-02T03:04:05.120Z"}]}}, key=None, headers=OWNER)
+    assert r.status_code == 200, r.text
+    assert [e["enrolledAt"] for e in auth.get_user("m1", app=app)._data["mfaInfo"]] == ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.120Z"]
+    r = emu.post("/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:batchCreate", {"users": [
+        {"localId": "m2", "email": "m2@example.com", "emailVerified": True,
+         "mfaInfo": [{"phoneInfo": "+15555550133", "mfaEnrollmentId": "n1", "enrolledAt": "2023-05-06T07:08:09.987654321Z"}]}]},
+        key=None, headers=OWNER)
+    assert r.status_code == 200 and "error" not in r.json(), r.text
+    assert auth.get_user("m2", app=app)._data["mfaInfo"][0]["enrolledAt"] == "2023-05-06T07:08:09.987Z"
+    # The hint of an MFA-required sign-in carries the same form.
+    auth.update_user("m1", password="secret12", app=app)
+    r = emu.itk("signInWithPassword", {"email": "m1@example.com", "password": "secret12", "returnSecureToken": True})
+    assert r.status_code == 200 and [h["enrolledAt"] for h in r.json()["mfaInfo"]] == ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.120Z"]

@@ -73,7 +73,7 @@ final class MultiFactorTests: XCTestCase, AppCalling {
         XCTAssertEqual(info[0]["phoneInfo"], "+16505550100")
         XCTAssertEqual(info[0]["unobfuscatedPhoneInfo"], "+16505550100")
         XCTAssertEqual(info[0]["displayName"], "work")
-        XCTAssertEqual(info[0]["enrolledAt"], .string(Timestamp.rfc3339(millis: testEpochMillis)))
+        XCTAssertEqual(info[0]["enrolledAt"], .string(Timestamp.protobufJSON(millis: testEpochMillis)))
         let id = try XCTUnwrap(info[0]["mfaEnrollmentId"]?.stringValue)
         XCTAssertEqual(id.count, 28)
         XCTAssertTrue(id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) })
