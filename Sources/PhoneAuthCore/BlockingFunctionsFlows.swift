@@ -154,3 +154,82 @@ extension Emulator {
         return outcome
     }
 }
+
+// MARK: client sign-up (anonymous, email/password)
+
+extension Emulator {
+    /// The user a client `signUp` would create, checked (tenant enabled, user quota, email free) but not saved:
+    /// what beforeCreate sees. Its `localId` is reserved only by being unused now; `finishSignUp` re-checks.
+    public func planSignUp(_ key: StoreKey, changes: UserChanges) throws(AuthError) -> UserRecord {
+        let now = clock.nowMillis()
+        let authTime = clock.nowSeconds()
+        return try transaction(key) { tx throws(AuthError) -> UserRecord in
+            try Self.checkTenantEnabled(tx.store)
+            try checkUserQuota(tx.store)
+            var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
+            user.lastLoginAt = authTime * 1000
+            user.lastRefreshAt = now
+            return user
+        }
+    }
+
+    /// Saves `planned` with the functions' changes and a refresh token, after re-checking what may have changed
+    /// while they ran (quota, the uid and the email still free). A user they disabled is saved and `USER_DISABLED`.
+    public func finishSignUp(_ key: StoreKey, _ planned: UserRecord, changes: BlockingFunctions.Outcome) throws(AuthError)
+        -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
+        let authTime = clock.nowSeconds()
+        let result: (UserRecord, String, String, Int64)? = try transaction(key) { tx throws(AuthError) -> (UserRecord, String, String, Int64)? in
+            try Self.checkTenantEnabled(tx.store)
+            try checkUserQuota(tx.store)
+            guard tx.store.users[planned.localId] == nil else { throw AuthError(.duplicateLocalId) }
+            if let e = planned.email, tx.store.user(email: e) != nil { throw AuthError(.emailExists) }
+            var user = planned
+            changes.apply(to: &user)
+            tx.save(user)
+            if user.disabled { return nil }
+            let provider = user.isAnonymous ? "anonymous" : "password"
+            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
+            tx.insertRefreshToken(token, record)
+            return (user, token, provider, authTime)
+        }
+        guard let result else { throw AuthError(.userDisabled) }
+        return result
+    }
+
+    /// Saves a blocking function's `changes` to an existing user outside a sign-in (the user it disabled), in one
+    /// transaction.
+    public func applyBlockingChanges(_ key: StoreKey, localId: String, _ changes: BlockingFunctions.Outcome) throws(AuthError) {
+        try transaction(key) { tx throws(AuthError) in
+            guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
+            changes.apply(to: &user)
+            tx.save(user)
+        }
+    }
+}
+
+// MARK: SMS second factor
+
+extension Emulator {
+    /// What `mfaSignIn:finalize` would sign in, if the code and the pending credential are good right now: the user
+    /// and the first factor's provider; nil otherwise (then the finalize itself answers the precise error and counts
+    /// the attempt). Reads only: nothing is consumed until `finalizeMFASignIn` re-checks and saves.
+    public func peekMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?) -> (UserRecord, String)? {
+        guard let box = existingStore(key), let sessionInfo, let code, !code.isEmpty, let sid = SessionID(sessionInfo) else { return nil }
+        let now = clock.nowMillis()
+        return box.read { s -> (UserRecord, String)? in
+            guard let session = s.sessions[sid], session.kind == .mfaSignIn || session.kind == .signIn,
+                  constantTimeEquals(code, session.code), session.expiresAt.map({ now < $0 }) ?? true,
+                  pendingCredential.utf8.count <= 512, let p = s.mfaPending.peek(pendingCredential, now: now), let user = s.users[p.localId],
+                  !user.disabled, user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
+            else { return nil }
+            return (user, p.signInProvider)
+        }
+    }
+
+    /// The user a pending MFA credential names (for beforeSendSms on `mfaSignIn:start`), if any.
+    public func pendingMFAUser(_ key: StoreKey, pendingCredential: String?) -> UserRecord? {
+        guard let box = existingStore(key), let c = pendingCredential, c.utf8.count <= 512 else { return nil }
+        let now = clock.nowMillis()
+        return box.read { s in s.mfaPending.peek(c, now: now).flatMap { s.users[$0.localId] } }
+    }
+}

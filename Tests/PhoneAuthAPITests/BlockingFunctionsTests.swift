@@ -319,6 +319,70 @@ final class BlockingFunctionsTests: XCTestCase, AppCalling {
         }
     }
 
+    // MARK: other flows
+
+    func testAnonymousAndEmailSignUpCallCreateThenSignIn() throws {
+        XCTAssertEqual(configure(["beforeCreate": "/create", "beforeSignIn": "/signin"]).0, 200)
+        let anon = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", "{}")
+        XCTAssertEqual(anon.0, 200, "\(anon)")
+        XCTAssertEqual(idClaims(anon)?["role"], "admin")
+        XCTAssertEqual(idClaims(anon)?["session"], "s1")
+        let email = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", #"{"email":"Ada@example.com","password":"secret12"}"#)
+        XCTAssertEqual(email.0, 200, "\(email)")
+        XCTAssertEqual(idClaims(email)?["name"], "Ada")
+        let got = functions.received.withLock { $0 }
+        XCTAssertEqual(got.map(\.path), ["/create", "/signin", "/create", "/signin"])
+        XCTAssertEqual(got.map { $0.payload["sign_in_method"]?.stringValue ?? "" }, ["anonymous", "anonymous", "password", "password"])
+        XCTAssertEqual(got[2].payload["user_record"]?["email"], "ada@example.com")
+        XCTAssertEqual(got[2].payload["user_record"]?["provider_data"]?.arrayValue?.first?["provider_id"], "password")
+        // A password sign-in: beforeSignIn only.
+        let signIn = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword?key=k", #"{"email":"ada@example.com","password":"secret12"}"#)
+        XCTAssertEqual(signIn.0, 200, "\(signIn)")
+        XCTAssertEqual(idClaims(signIn)?["session"], "s1")
+        XCTAssertEqual(functions.paths.last, "/signin")
+        XCTAssertEqual(functions.paths.count, 5)
+        // Admin-created users call nothing (production: the Admin SDK does not trigger blocking functions).
+        XCTAssertEqual(call("POST", "/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts", #"{"email":"b@example.com"}"#,
+                            headers: [("Authorization", "Bearer owner")]).0, 200)
+        XCTAssertEqual(functions.paths.count, 5)
+    }
+
+    func testBlockedEmailSignUpSavesNothing() {
+        XCTAssertEqual(configure(["beforeCreate": "/block"]).0, 200)
+        let r = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", #"{"email":"x@example.com","password":"secret12"}"#)
+        XCTAssertEqual(r.0, 400)
+        XCTAssertNil(app.emulator.user(StoreKey(projectId: "demo-phone"), email: "x@example.com"))
+    }
+
+    /// Password first, SMS second factor: beforeSendSms for the MFA code, and beforeSignIn only after the second
+    /// factor, with `sign_in_second_factor`.
+    func testMFASignInCallsSendSmsThenSignInAfterTheSecondFactor() throws {
+        XCTAssertEqual(call("POST", "/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts",
+                            #"{"localId":"m1","email":"m@example.com","password":"secret12","emailVerified":true,"mfaInfo":[{"phoneInfo":"\#(fictional)"}]}"#,
+                            headers: [("Authorization", "Bearer owner")]).0, 200)
+        XCTAssertEqual(configure(["beforeSignIn": "/signin", "beforeSendSms": "/ok"]).0, 200)
+        let first = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword?key=k", #"{"email":"m@example.com","password":"secret12"}"#)
+        let pending = try XCTUnwrap(first.1["mfaPendingCredential"]?.stringValue, "\(first)")
+        let enrollment = try XCTUnwrap(first.1["mfaInfo"]?.arrayValue?.first?["mfaEnrollmentId"]?.stringValue)
+        XCTAssertEqual(functions.paths, [], "no beforeSignIn before the second factor")
+        let start = wait("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:start?key=k",
+                         #"{"mfaPendingCredential":"\#(pending)","mfaEnrollmentId":"\#(enrollment)"}"#)
+        let info = try XCTUnwrap(start.1["phoneResponseInfo"]?["sessionInfo"]?.stringValue, "\(start)")
+        let done = wait("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:finalize?key=k",
+                        #"{"mfaPendingCredential":"\#(pending)","phoneVerificationInfo":{"sessionInfo":"\#(info)","code":"123456"}}"#)
+        XCTAssertEqual(done.0, 200, "\(done)")
+        XCTAssertEqual(functions.paths, ["/ok", "/signin"])
+        let got = functions.received.withLock { $0 }
+        XCTAssertEqual(got[0].payload["sms_type"], "MULTI_FACTOR_SIGN_IN")
+        XCTAssertEqual(got[0].payload["user_record"]?["uid"], "m1")
+        XCTAssertEqual(got[1].payload["sign_in_method"], "password")
+        XCTAssertEqual(got[1].payload["sign_in_second_factor"], "phone")
+        XCTAssertEqual(got[1].payload["user_record"]?["multi_factor"]?["enrolled_factors"]?.arrayValue?.count, 1)
+        let claims = try XCTUnwrap(idClaims(done))
+        XCTAssertEqual(claims["session"], "s1")
+        XCTAssertEqual(claims["firebase"]?["sign_in_second_factor"], "phone")
+    }
+
     func testLocaleHeader() {
         XCTAssertEqual(BlockingCalls.locale("en-US,en;q=0.9"), "en-US")
         XCTAssertNil(BlockingCalls.locale("\u{1b}[31m"))
