@@ -15,11 +15,13 @@ public enum BlockingEvent: String, Sendable, CaseIterable {
 public struct BlockingFunctionsConfig: Sendable, Equatable {
     /// event → function URI (`http://host[:port]/path`).
     public var triggers: [BlockingEvent: String] = [:]
-    public var forwardIdToken = false
-    public var forwardAccessToken = false
-    public var forwardRefreshToken = false
-    /// A configured `forwardInboundCredentials` block is echoed even when every flag is false.
+    /// `forwardInboundCredentials` as given (a flag not given is false and not echoed, as production's proto JSON).
+    var forward: [String: Bool] = [:]
+    /// A configured `forwardInboundCredentials` block is echoed even when empty.
     var hasForwardBlock = false
+    public var forwardIdToken: Bool { forward["idToken"] ?? false }
+    public var forwardAccessToken: Bool { forward["accessToken"] ?? false }
+    public var forwardRefreshToken: Bool { forward["refreshToken"] ?? false }
 
     public init() {}
 
@@ -36,9 +38,10 @@ public struct BlockingFunctionsConfig: Sendable, Equatable {
             for e in BlockingEvent.allCases { if let u = triggers[e] { t[e.rawValue] = ["functionUri": .string(u)] } }
             o["triggers"] = .object(t)
         }
-        if hasForwardBlock || forwardIdToken || forwardAccessToken || forwardRefreshToken {
-            o["forwardInboundCredentials"] = ["idToken": .bool(forwardIdToken), "accessToken": .bool(forwardAccessToken),
-                                              "refreshToken": .bool(forwardRefreshToken)]
+        if hasForwardBlock {
+            var f = JSONObject()
+            for name in ["idToken", "accessToken", "refreshToken"] { if let b = forward[name] { f[name] = .bool(b) } }
+            o["forwardInboundCredentials"] = .object(f)
         }
         return .object(o)
     }
@@ -79,12 +82,10 @@ public struct BlockingFunctionsConfig: Sendable, Equatable {
                         if flag == .null { continue }
                         throw Invalid(path: pf, message: "((\(name) must be true or false.))")
                     }
-                    switch name {
-                    case "idToken": c.forwardIdToken = b
-                    case "accessToken": c.forwardAccessToken = b
-                    case "refreshToken": c.forwardRefreshToken = b
-                    default: throw Invalid(path: pf, message: "((Unknown field \(name).))")
+                    guard ["idToken", "accessToken", "refreshToken"].contains(name) else {
+                        throw Invalid(path: pf, message: "((Unknown field \(name).))")
                     }
+                    c.forward[name] = b
                 }
             default:
                 throw Invalid(path: p, message: "((Unknown field \(k).))")

@@ -117,12 +117,10 @@ def test_phone_flow_calls_send_create_signin_and_the_token_carries_the_claims(fr
     assert header["alg"] == "RS256"
     jwks = emu.session.get(f"{emu.url}/www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com")
     assert jwks.status_code == 200
-    if True:
-        keys = {k["kid"]: k for k in jwks.json()["keys"]}
-        assert header["kid"] in keys
-        key = jwt.PyJWK(keys[header["kid"]]).key
-        jwt.decode(_raw(1), key, algorithms=["RS256"], audience=function + "/create",
-                   options={"verify_exp": False, "verify_iat": False})
+    keys = {k["kid"]: k for k in jwks.json()["keys"]}
+    assert header["kid"] in keys
+    jwt.decode(_raw(1), jwt.PyJWK(keys[header["kid"]]).key, algorithms=["RS256"], audience=function + "/create",
+               options={"verify_exp": False, "verify_iat": False})
     # Stored: displayName and custom claims, never the session claims.
     user = emu.itk("lookup", {"idToken": out["idToken"]}).json()["users"][0]
     assert user["displayName"] == "Ada" and json.loads(user["customAttributes"]) == {"role": "admin"}
