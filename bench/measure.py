@@ -369,6 +369,112 @@ def inbox_rates(d, c):
           f"vs the same Lua path: {real['rps'] / ctl['rps']:.2f}")
 
 
+class FunctionServer:
+    """A tiny local blocking function (http.server, one thread per request): `/ok` allows (answers `{}`), `/hang`
+    answers only once `release()` is called."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.release_event = threading.Event()
+        ev = self.release_event
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path == "/hang":
+                    ev.wait(120)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def release(self):
+        self.release_event.set()
+
+    def stop(self):
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def configure_blocking(srv, triggers, project="demo-phone"):
+    body = {"blockingFunctions": {"triggers": {k: {"functionUri": v} for k, v in triggers.items()}}}
+    req = urllib.request.Request(f"{srv.url}/identitytoolkit.googleapis.com/v2/projects/{project}/config?updateMask=blockingFunctions",
+                                 data=json.dumps(body).encode(), method="PATCH",
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer owner"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.read()
+
+
+def blocking_rates(d, c):
+    """bench/run --blocking: the phone flow with a local function for beforeSendSms and beforeSignIn (two calls per
+    flow; the rate is bounded by the function), and GET / and another project's sends while a function hangs (they
+    must keep their rate: a hanging function holds a blocking-pool thread, never a loop)."""
+    import threading
+    fn = FunctionServer()
+    out = {}
+    try:
+        srv = Server()
+        try:
+            plain = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
+            configure_blocking(srv, {"beforeSendSms": fn.url + "/ok", "beforeSignIn": fn.url + "/ok"})
+            with_fn = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
+        finally:
+            srv.stop()
+        srv = Server()
+        try:
+            root_before = wrk(srv.url, "root.lua", d, c, server_pid=srv.proc.pid)
+            other_before = wrk(srv.url, "send_other.lua", d, c, server_pid=srv.proc.pid)
+            configure_blocking(srv, {"beforeSendSms": fn.url + "/hang"})
+            hung = []
+
+            def hang():
+                try:
+                    http("POST", srv.url + "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k", {"phoneNumber": "+16505554567"})
+                except Exception as e:  # the deadline (7 s) answers 500; that is expected here
+                    hung.append(str(e))
+            holders = [threading.Thread(target=hang, daemon=True) for _ in range(8)]
+            for t in holders:
+                t.start()
+            time.sleep(0.5)
+            root_during = wrk(srv.url, "root.lua", min(d, 5), c, server_pid=srv.proc.pid)
+            other_during = wrk(srv.url, "send_other.lua", min(d, 5), c, server_pid=srv.proc.pid)
+            fn.release()
+            for t in holders:
+                t.join(30)
+        finally:
+            srv.stop()
+    finally:
+        fn.stop()
+    def flows(r):
+        return int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
+    rows = [
+        ("full flow, no function, flows/s", flows(plain), None),
+        ("full flow, beforeSendSms + beforeSignIn (local Python function) flows/s", flows(with_fn), flows(with_fn) / flows(plain)),
+        ("GET / req/s, idle", root_before["rps"], None),
+        ("GET / req/s while 8 calls hang in a function", root_during["rps"], root_during["rps"] / root_before["rps"]),
+        ("another project's sends req/s, idle", other_before["rps"], None),
+        ("another project's sends req/s while a function hangs", other_during["rps"], other_during["rps"] / other_before["rps"]),
+    ]
+    for name, value, ratio in rows:
+        print(f"{name:75} {value:10.1f}" + (f"  {ratio:.2f}x" if ratio is not None else ""))
+    print(f"non-2xx: flow with function {with_fn['non_2xx']}, GET / during hang {root_during['non_2xx']}, "
+          f"other project's sends during hang {other_during['non_2xx']}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
@@ -378,6 +484,8 @@ def main():
     ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users)")
     ap.add_argument("--inbox", action="store_true", help="only the send rates: fictional vs non-fictional (inbox path)")
     ap.add_argument("--anchors", action="store_true", help="only the limits (openssl speed, nginx), each checked")
+    ap.add_argument("--blocking", action="store_true",
+                    help="only the blocking-function points (flow with a local function; GET / and other projects while one hangs)")
     a = ap.parse_args()
     d, c = a.duration, a.connections
     if a.anchors:
@@ -392,6 +500,9 @@ def main():
         return
     if a.inbox:
         inbox_rates(d, c)
+        return
+    if a.blocking:
+        blocking_rates(d, c)
         return
     if a.scaling:
         points = scaling(d)
@@ -449,6 +560,9 @@ def main():
         srv.stop()
     mfa_flows = int(re.search(r"FLOWS (\d+)", mfa["raw"]).group(1)) / d
     mfa_failures = int(re.search(r"FAILURES (\d+)", mfa["raw"]).group(1))
+
+    log("us: blocking functions (flow with a local function; GET / and other projects while one hangs) …")
+    blocking_rows = blocking_rates(d, c)
 
     log("us: full flow with --data-dir (alternating with the in-memory flow) …")
     # This VM's speed drifts by ±20 % from one minute to the next (neighbours we cannot see): one run of each would
@@ -514,7 +628,7 @@ def main():
         ("RSS with %d pending sessions MB (target <= 300)" % mem["sessions"], mem["loaded_mb"], "", None),
         ("RSS after they expire (clock + sweep) MB", mem["after_expiry_mb"], "", None),
         ("RSS after DELETE verificationCodes MB", mem["after_clear_mb"], "", None),
-    ]
+    ] + [("blocking: " + name, value, "x the point above" if ratio is not None else "", ratio) for name, value, ratio in blocking_rows]
     foreign = max(r["foreign_cpu_share"] for r in (nginx, send, send_real, send_ctl, root, flow, dflow))
     print()
     print(f"{'figure':58} {'value':>12}  ratio")

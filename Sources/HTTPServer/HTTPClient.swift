@@ -13,6 +13,26 @@ public enum HTTPClient {
 
     public struct ClientError: Error, CustomStringConvertible, Sendable {
         public let description: String
+        /// The deadline passed (connect, send or the whole response).
+        public var timedOut = false
+        public init(description: String, timedOut: Bool = false) {
+            self.description = description
+            self.timedOut = timedOut
+        }
+    }
+
+    /// Seconds on the monotonic clock.
+    public static func monotonicSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func setTimeouts(_ fd: Int32, _ seconds: Double) {
+        let s = max(0.001, seconds)
+        var tv = timeval(tv_sec: Int(s), tv_usec: Int((s - Double(Int(s))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Splits `http://host[:port][/path]` into host, port and the base path.
@@ -43,11 +63,21 @@ public enum HTTPClient {
         return (host, port, path == "/" ? "" : path)
     }
 
-    /// Sends one request and reads the whole response. `timeout` bounds connect and each read.
+    /// Sends one request and reads the whole response. `timeout` bounds connect and each read; `deadline` (seconds,
+    /// optional) bounds the whole exchange — connect, send and every byte of the answer — so a peer that trickles
+    /// bytes cannot hold the caller past it; `maxResponseBytes` caps what is read (more is an error).
     public static func send(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
-                            timeout: Double = 30) throws(ClientError) -> Response {
+                            timeout: Double = 30, deadline: Double? = nil, maxResponseBytes: Int = 64 << 20) throws(ClientError) -> Response {
         let (host, port, pathAndQuery) = try parseBase(url)
-        let fd = try connect(host: host, port: port, timeout: timeout)
+        let start = monotonicSeconds()
+        let stopAt = deadline.map { start + $0 }
+        func remaining() throws(ClientError) -> Double {
+            guard let stopAt else { return timeout }
+            let left = stopAt - monotonicSeconds()
+            guard left > 0 else { throw ClientError(description: "\(host):\(port) did not answer within \(deadline ?? 0) s", timedOut: true) }
+            return min(left, timeout)
+        }
+        let fd = try connect(host: host, port: port, timeout: try remaining())
         defer { close(fd) }
         var req = "\(method) \(pathAndQuery.isEmpty ? "/" : pathAndQuery) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\nUser-Agent: phone-auth\r\n"
         for (k, v) in headers { req += "\(k): \(v)\r\n" }
@@ -57,19 +87,25 @@ public enum HTTPClient {
         if let body { bytes += body }
         var off = 0
         while off < bytes.count {
+            if stopAt != nil { setTimeouts(fd, try remaining()) }
             switch bytes.withUnsafeBytes({ Posix.send(fd, UnsafeRawBufferPointer(rebasing: $0[off...])) }) {
             case .bytes(let n): off += n
-            case .wouldBlock, .endOfStream: throw ClientError(description: "\(host):\(port) took nothing within \(timeout) s")
+            case .wouldBlock, .endOfStream: throw ClientError(description: "\(host):\(port) took nothing within \(timeout) s", timedOut: true)
             case .failed(let e): throw ClientError(description: "sending to \(host):\(port) failed: \(String(cString: strerror(e)))")
             }
         }
         var data: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
         reading: while true {
+            if stopAt != nil { setTimeouts(fd, try remaining()) }
             switch buf.withUnsafeMutableBytes({ Posix.receive(fd, into: $0) }) {
-            case .bytes(let n): data.append(contentsOf: buf[0..<n])
+            case .bytes(let n):
+                guard data.count + n <= maxResponseBytes + 16384 else {
+                    throw ClientError(description: "the answer from \(host):\(port) is larger than \(maxResponseBytes) bytes")
+                }
+                data.append(contentsOf: buf[0..<n])
             case .endOfStream: break reading
-            case .wouldBlock: throw ClientError(description: "no answer from \(host):\(port) within \(timeout) s")
+            case .wouldBlock: throw ClientError(description: "no answer from \(host):\(port) within \(timeout) s", timedOut: true)
             case .failed(let e): throw ClientError(description: "reading from \(host):\(port) failed: \(String(cString: strerror(e)))")
             }
         }
@@ -89,8 +125,28 @@ public enum HTTPClient {
             headers.add(String(l[..<colon]), String(l[l.index(after: colon)...].drop(while: { $0 == " " })))
         }
         var body = Array(data[(end + 4)...])
+        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+            guard let decoded = dechunk(body) else { throw ClientError(description: "malformed chunked HTTP response") }
+            return Response(status: status, headers: headers, body: decoded)
+        }
         if let cl = headers["content-length"].flatMap({ Int($0) }), cl <= body.count { body = Array(body[0..<cl]) }
         return Response(status: status, headers: headers, body: body)
+    }
+
+    /// The body of a `Transfer-Encoding: chunked` response (extensions and trailers ignored); nil if malformed.
+    static func dechunk(_ raw: [UInt8]) -> [UInt8]? {
+        var out: [UInt8] = []
+        var i = 0
+        while true {
+            guard let lineEnd = (i..<max(i, raw.count - 1)).first(where: { raw[$0] == 13 && raw[$0 + 1] == 10 }) else { return nil }
+            let sizeText = String(decoding: raw[i..<lineEnd], as: UTF8.self).split(separator: ";").first.map { $0.trimmingSpaces() } ?? ""
+            guard let size = Int(sizeText, radix: 16), size >= 0, size <= raw.count else { return nil }
+            i = lineEnd + 2
+            if size == 0 { return out }
+            guard i + size <= raw.count else { return nil }
+            out.append(contentsOf: raw[i..<(i + size)])
+            i += size + 2
+        }
     }
 
     static func findHeadEnd(_ d: [UInt8]) -> Int? {
@@ -112,11 +168,13 @@ public enum HTTPClient {
         while let a = ai {
             let fd = socket(a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), a.pointee.ai_protocol)
             if fd >= 0 {
-                var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                setTimeouts(fd, timeout)
                 if Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen) == 0 { return fd }
                 lastError = csys_errno()
+                if lastError == EINPROGRESS || lastError == EAGAIN || lastError == ETIMEDOUT {
+                    close(fd)
+                    throw ClientError(description: "cannot connect to \(host):\(port) within \(timeout) s", timedOut: true)
+                }
                 close(fd)
             }
             ai = a.pointee.ai_next

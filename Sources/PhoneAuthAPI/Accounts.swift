@@ -110,9 +110,26 @@ enum SignUp {
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
             throw AuthError(.adminOnlyOperation)
         }
+        if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
+            // beforeCreate then beforeSignIn on the user as it would be saved, off the loop, then save (BlockingCalls.swift).
+            let base = o
+            return try app.blocking.defer(app, call) {
+                let planned = try app.emulator.planSignUp(key, changes: changes)
+                let outcome = try app.blocking.signInHooks(app, call, key, user: planned, isNew: true,
+                                                           method: planned.isAnonymous ? .anonymous : .password)
+                let (user, refresh, provider, authTime) = try app.emulator.finishSignUp(key, planned, changes: outcome)
+                return try reply(app, key, base, user, refresh, provider, authTime, sessionClaims: outcome.sessionClaims)
+            }
+        }
         // The user, its sign-in time and its refresh token: one transaction.
         let (user, refresh, provider, authTime) = try app.emulator.signUp(key, changes: changes)
-        let id = try app.idToken(for: user, key: key, signInProvider: provider, authTime: authTime)
+        return try reply(app, key, o, user, refresh, provider, authTime, sessionClaims: nil)
+    }
+
+    static func reply(_ app: PhoneAuthApp, _ key: StoreKey, _ base: JSONObject, _ user: UserRecord, _ refresh: String, _ provider: String,
+                      _ authTime: Int64, sessionClaims: JSONObject?) throws -> Reply {
+        var o = base
+        let id = try app.idToken(for: user, key: key, signInProvider: provider, authTime: authTime, sessionClaims: sessionClaims)
         o["idToken"] = .string(id)
         o["refreshToken"] = .string(refresh)
         o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))

@@ -14,6 +14,7 @@ enum AdminConfig {
         doc["signIn"] = .object(signIn)
         doc["smsRegionConfig"] = c.smsRegionJSON
         doc["mfa"] = c.mfa.json
+        doc["blockingFunctions"] = c.blockingFunctions.json
         return doc
     }
 
@@ -68,10 +69,16 @@ enum AdminConfig {
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
+        do throws(BlockingFunctionsConfig.Invalid) {
+            updated.blockingFunctions = try BlockingFunctionsConfig.parse(doc["blockingFunctions"] ?? .null)
+        } catch {
+            throw error.authError
+        }
         var rest = doc
         rest["name"] = nil
         rest["smsRegionConfig"] = nil
         rest["mfa"] = nil
+        rest["blockingFunctions"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
         return updated

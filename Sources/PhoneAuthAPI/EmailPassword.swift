@@ -56,9 +56,25 @@ enum SignInWithPassword {
         // enrolled user's MFA-required answer); PBKDF2 and signatures run on the signing pool.
         if !Passwords.knownMatch(password, hash: hash, salt: user.salt) { try call.beforeCostlyWork() }
         guard Passwords.matches(password, hash: hash, salt: user.salt) else { throw AuthError(.invalidLoginCredentials) }
+        // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production).
+        if app.blocking.anyTrigger(app, key, [.beforeSignIn]), user.mfaInfo.isEmpty || (try? app.emulator.checkMFAEnabled(key)) == nil {
+            return try app.blocking.defer(app, call) {
+                let outcome = try app.blocking.signInHooks(app, call, key, user: user, isNew: false, method: .password)
+                if outcome.disabled == true {
+                    try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
+                    throw AuthError(.userDisabled)
+                }
+                return try signIn(app, key, email, user, hash, changes: outcome)
+            }
+        }
         if !app.emulator.secondFactorLikelyRequired(key, user: user) { try call.beforeCostlyWork() }
+        return try signIn(app, key, email, user, hash, changes: nil)
+    }
+
+    static func signIn(_ app: PhoneAuthApp, _ key: StoreKey, _ email: String, _ user: UserRecord, _ hash: String,
+                       changes: BlockingFunctions.Outcome?) throws -> Reply {
         let signedIn: UserRecord, refresh: String, authTime: Int64
-        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash) {
+        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash, changes: changes) {
         case .signedIn(let u, let r, let t): (signedIn, refresh, authTime) = (u, r, t)
         case .secondFactorRequired(let u, let outcome):
             // An enrolled user: no tokens yet, the MFA-required shape (the SDKs raise auth/multi-factor-auth-required).
@@ -68,7 +84,7 @@ enum SignInWithPassword {
             for (k, v) in MFAJSON.pendingReply(outcome) ?? [:] { o[k] = v }
             return Reply(.object(o))
         }
-        let id = try app.idToken(for: signedIn, key: key, signInProvider: "password", authTime: authTime)
+        let id = try app.idToken(for: signedIn, key: key, signInProvider: "password", authTime: authTime, sessionClaims: changes?.sessionClaims)
         var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(signedIn.localId),
                              "email": .string(signedIn.email ?? email.lowercased()), "displayName": .string(signedIn.displayName ?? ""),
                              "idToken": .string(id), "registered": true, "refreshToken": .string(refresh),

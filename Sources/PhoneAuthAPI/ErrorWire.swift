@@ -49,6 +49,9 @@ struct ErrorWire: Sendable, Equatable {
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")
+        // A function that timed out, could not be reached or answered non-JSON: the official emulator's InternalError.
+        case .blockingFunctionErrorResponse where BlockingFunctions.isInternal(e.detail):
+            self.init(http: 500, reason: "backendError", message: e.description)
         // Google codes: `CODE : detail`, 400 unless the code says otherwise.
         default: self.init(http: Self.httpStatus(e.code), reason: Self.reason(e.code), message: e.description)
         }

@@ -154,6 +154,8 @@ public enum ExportImport {
             if let pn = o["signIn"]?["phoneNumber"] { ours["signIn"] = ["phoneNumber": pn] }
             if let r = o["smsRegionConfig"] { ours["smsRegionConfig"] = r }
             if let p = o["phoneAuth"] { ours["phoneAuth"] = p }
+            // The official emulator exports its `blockingFunctions` here too (its /emulator/v1 config).
+            if let b = o["blockingFunctions"], b != .null { ours["blockingFunctions"] = b }
             if !ours.isEmpty {
                 do { _ = try app.emulator.patchConfig(StoreKey(projectId: projectId), .object(ours)) } catch {
                     throw Failure(description: "\(authDir)/config.json: \(error.description)")

@@ -149,6 +149,17 @@ enum MFAEndpoints {
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let (key, identity) = try signedIn(app, call)
         let info = try call.object("phoneEnrollmentInfo")
+        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
+            let phone = try PhoneNumber(parsing: info?["phoneNumber"]?.stringValue).e164
+            let user = try app.emulator.user(for: identity)
+            return try app.blocking.defer(app, call) {
+                try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaEnrollment, user: user)
+                let sessionInfo = try app.emulator.startMFAEnrollment(
+                    key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
+                    clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+                return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
+            }
+        }
         let sessionInfo = try app.emulator.startMFAEnrollment(
             key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
             clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
@@ -185,6 +196,18 @@ enum MFAEndpoints {
         let key = try call.storeKey()
         try app.emulator.checkMFAEnabled(key)
         let info = try call.object("phoneSignInInfo")
+        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
+            let pending = try call.string("mfaPendingCredential"), enrollmentId = try call.string("mfaEnrollmentId")
+            if let user = app.emulator.pendingMFAUser(key, pendingCredential: pending),
+               let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == enrollmentId })?.phoneInfo {
+                return try app.blocking.defer(app, call) {
+                    try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaSignIn, user: user)
+                    let sessionInfo = try app.emulator.startMFASignIn(key, pendingCredential: pending, mfaEnrollmentId: enrollmentId,
+                                                                      clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+                    return Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
+                }
+            }
+        }
         let sessionInfo = try app.emulator.startMFASignIn(
             key, pendingCredential: try call.string("mfaPendingCredential"), mfaEnrollmentId: try call.string("mfaEnrollmentId"),
             clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
@@ -199,8 +222,28 @@ enum MFAEndpoints {
             throw AuthError(.mfaMissingCredential, "Please set MFA Pending Credential.")
         }
         let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "MFA provider not supported!"))
-        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: info["sessionInfo"]?.stringValue,
-                                                   code: info["code"]?.stringValue)
+        let (sessionInfo, code) = (info["sessionInfo"]?.stringValue, info["code"]?.stringValue)
+        if app.blocking.anyTrigger(app, key, [.beforeSignIn]) {
+            // beforeSignIn after the second factor is verified (production): a read-only check, the function, then the
+            // finalize re-checks everything and saves its changes with the sign-in.
+            return try app.blocking.defer(app, call) {
+                var changes: BlockingFunctions.Outcome? = nil
+                if let (user, provider) = app.emulator.peekMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code) {
+                    let outcome = try app.blocking.signInHooks(app, call, key, user: user, isNew: false,
+                                                               method: BlockingSignInMethod(rawValue: provider) ?? .password, secondFactor: "phone")
+                    if outcome.disabled == true {
+                        try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
+                        throw AuthError(.userDisabled)
+                    }
+                    changes = outcome
+                }
+                let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code, changes: changes)
+                let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime,
+                                              secondFactorId: t.secondFactorId, sessionClaims: changes?.sessionClaims)
+                return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
+            }
+        }
+        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code)
         return try tokens(app, key, t)
     }
 }

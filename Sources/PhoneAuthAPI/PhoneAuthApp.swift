@@ -27,10 +27,13 @@ public final class PhoneAuthApp: HTTPResponder {
     let exportRoots: [String]
     /// The browser boundary: allowed origins for protected routes, accepted `Host` names.
     let boundary: WebBoundary
+    /// Blocking functions: the bounded pool and deadline their calls run with (BlockingCalls.swift).
+    public let blocking: BlockingCalls
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
                 saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil,
-                boundary: WebBoundary = WebBoundary()) {
+                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls()) {
+        self.blocking = blocking
         self.exportRoots = Self.resolveExportRoot(exportRoot)
         self.emulator = emulator
         self.tokens = tokens

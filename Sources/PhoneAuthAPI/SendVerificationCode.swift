@@ -23,8 +23,24 @@ enum SendVerificationCode {
             return Reply(call.legacy ? ["kind": "identitytoolkit#SendVerificationCodeResponse", "sessionInfo": .string(sessionInfo)]
                                      : ["sessionInfo": .string(sessionInfo)])
         }
+        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
+            // beforeSendSms: the function runs off the loop before anything is stored; an error it answers (an
+            // HttpsError) blocks the send: no session, no inbox entry, nothing counted.
+            let e164 = try PhoneNumber(parsing: phone).e164
+            let owner = app.emulator.existingStore(key)?.read { $0.user(phone: e164) }
+            let creds = creds
+            return try app.blocking.defer(app, call) {
+                try app.blocking.beforeSendSms(app, call, key, phone: e164, type: .signIn, user: owner)
+                return reply(call, try app.emulator.sendVerificationCode(
+                    key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds))
+            }
+        }
         let sessionInfo = try app.emulator.sendVerificationCode(
             key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds)
+        return reply(call, sessionInfo)
+    }
+
+    static func reply(_ call: Call, _ sessionInfo: String) -> Reply {
         var o: JSONObject = [:]
         if call.legacy { o["kind"] = "identitytoolkit#SendVerificationCodeResponse" }
         o["sessionInfo"] = .string(sessionInfo)

@@ -233,6 +233,21 @@ extension ServerSettings {
                          s.requestTimeoutSeconds = t
                      },
                      help: "seconds a client may take to send a whole request before 408", default: "`15`"),
+        ServerOption("blocking-timeout-ms", "MS", env: "PHONE_AUTH_EMULATOR_BLOCKING_TIMEOUT_MS", config: "blockingTimeoutMs",
+                     .one { s, v in
+                         guard let n = Int(v), (100...60_000).contains(n) else {
+                             throw SettingsError("invalid --blocking-timeout-ms '\(v)': expected milliseconds from 100 to 60000")
+                         }
+                         s.blockingTimeoutMillis = n
+                     },
+                     file: { s, v, w in
+                         guard let n = v.int64Value, (100...60_000).contains(n) else {
+                             throw SettingsError("\(w): blockingTimeoutMs must be milliseconds from 100 to 60000")
+                         }
+                         s.blockingTimeoutMillis = Int(n)
+                     },
+                     help: "deadline for a blocking function (beforeCreate, beforeSignIn, beforeSendSms) to answer; later is BLOCKING_FUNCTION_ERROR_RESPONSE",
+                     default: "`7000` (production's 7 s)"),
         ServerOption("max-connections-per-peer", "N", env: "PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER",
                      .one { s, v in
                          guard let n = Int(v), (0...1_048_576).contains(n) else {

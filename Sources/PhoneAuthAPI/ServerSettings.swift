@@ -20,6 +20,8 @@ public struct ServerSettings: Sendable {
     public var logFormat = LogFormat.text
     /// Seconds a client may take to send one whole request (then 408 and close).
     public var requestTimeoutSeconds = 15.0
+    /// `--blocking-timeout-ms`: how long a blocking function may take (BlockingCalls.swift).
+    public var blockingTimeoutMillis = BlockingFunctions.defaultTimeoutMillis
     /// `--data-dir`: durable state (SQLite); nil keeps everything in memory.
     public var dataDir: String?
     /// `--durability normal|full`: WAL with synchronous=NORMAL (survives kill -9) or FULL (also power loss).

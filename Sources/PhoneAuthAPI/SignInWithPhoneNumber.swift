@@ -14,10 +14,34 @@ enum SignInWithPhoneNumber {
             tokenUser = identity
         }
         let key = StoreKey(projectId: call.projectId, tenantId: tenant)
+        if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
+            return try withBlockingFunctions(app, call, key, tokenUser: tokenUser)
+        }
         let outcome = try app.emulator.signInWithPhoneNumber(
             key, sessionInfo: try call.string("sessionInfo"), code: try call.string("code"),
             temporaryProof: try call.string("temporaryProof"), phoneNumber: try call.string("phoneNumber"),
             tokenUser: tokenUser, operation: try call.string("operation"))
+        return try reply(app, call, key, outcome, sessionClaims: nil)
+    }
+
+    /// The same flow with beforeCreate/beforeSignIn functions: verify (one transaction), call them off the loop with
+    /// no lock held, then save (a second transaction that re-checks). BlockingCalls.swift.
+    static func withBlockingFunctions(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, tokenUser: TokenIdentity?) throws -> Reply {
+        let (sessionInfo, code, proof, phone, operation) = (try call.string("sessionInfo"), try call.string("code"), try call.string("temporaryProof"),
+                                                            try call.string("phoneNumber"), try call.string("operation"))
+        return try app.blocking.defer(app, call) {
+            let plan = try app.emulator.beginPhoneSignIn(key, sessionInfo: sessionInfo, code: code, temporaryProof: proof, phoneNumber: phone,
+                                                         tokenUser: tokenUser, operation: operation)
+            var changes = BlockingFunctions.Outcome()
+            if case .signIn(let user, let isNew, _) = plan {
+                changes = try app.blocking.signInHooks(app, call, key, user: user, isNew: isNew, method: .phone)
+            }
+            let outcome = try app.emulator.finishPhoneSignIn(key, plan, changes: changes)
+            return try reply(app, call, key, outcome, sessionClaims: changes.sessionClaims)
+        }
+    }
+
+    static func reply(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ outcome: PhoneSignInOutcome, sessionClaims: JSONObject?) throws -> Reply {
         var o = JSONObject()
         switch outcome {
         case .conflict(let phone, let proof):
@@ -25,8 +49,7 @@ enum SignInWithPhoneNumber {
             o["temporaryProof"] = .string(proof)
             o["temporaryProofExpiresIn"] = "3600"
         case .signedIn(let user, let isNewUser, let refreshToken, let authTime):
-            let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: "phone", issuedAt: app.emulator.clock.nowSeconds())
-            let idToken = try app.tokens.sign(claims)
+            let idToken = try app.idToken(for: user, key: key, signInProvider: "phone", authTime: authTime, sessionClaims: sessionClaims)
             if call.legacy { o["kind"] = "identitytoolkit#VerifyPhoneNumberResponse" }
             o["idToken"] = .string(idToken)
             o["refreshToken"] = .string(refreshToken)

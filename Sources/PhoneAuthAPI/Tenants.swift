@@ -20,6 +20,7 @@ enum Tenants {
         o["enableAnonymousUser"] = .bool(t.enableAnonymousUser)
         o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
         o["mfaConfig"] = config.mfa.json
+        if !config.blockingFunctions.isEmpty { o["blockingFunctions"] = config.blockingFunctions.json }
         return o
     }
 
@@ -47,7 +48,7 @@ enum Tenants {
         var t = TenantSettings()
         var extra = doc
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
-                  "mfaConfig"] {
+                  "mfaConfig", "blockingFunctions"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -74,6 +75,11 @@ enum Tenants {
             if let v = doc["mfaConfig"], v != .null { try config.mfa.apply(v, path: "mfaConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
+        }
+        do throws(BlockingFunctionsConfig.Invalid) {
+            config.blockingFunctions = try BlockingFunctionsConfig.parse(doc["blockingFunctions"] ?? .null)
+        } catch {
+            throw error.authError
         }
         return (t, config)
     }

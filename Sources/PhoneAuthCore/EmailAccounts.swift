@@ -18,7 +18,9 @@ extension Emulator {
         case secondFactorRequired(user: UserRecord, outcome: FirstFactorOutcome)
     }
 
-    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String) throws(AuthError) -> PasswordSignIn {
+    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
+    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String,
+                                   changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> PasswordSignIn {
         let now = clock.nowMillis()
         guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
         return try transaction(box) { tx throws(AuthError) -> PasswordSignIn in
@@ -29,6 +31,7 @@ extension Emulator {
             guard !user.disabled else { throw AuthError(.userDisabled) }
             let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
             if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
+            changes?.apply(to: &user)
             user.lastLoginAt = now
             user.lastRefreshAt = now
             tx.save(user)

@@ -554,82 +554,14 @@ public final class Emulator: Sendable {
                                       phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
         let now = clock.nowMillis()
         // One transaction: the consumed session, the user and its refresh token commit together or not at all.
+        // (With a blocking function configured the API splits this in two around the call: BlockingFunctionsFlows.swift.)
         return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
-            try Self.checkTenantEnabled(tx.store)
-            func signedIn(_ user: UserRecord, isNewUser: Bool) -> PhoneSignInOutcome {
-                var user = user
-                user.lastRefreshAt = now  // a token is minted now (lookup's lastRefreshAt, as the official emulator)
-                tx.save(user)
-                let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
-                tx.insertRefreshToken(token, record)
-                return .signedIn(user: user, isNewUser: isNewUser, refreshToken: token, authTime: now / 1000)
+            let plan = try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
+                                           phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, now: now)
+            switch plan {
+            case .done(let outcome): return outcome
+            case .signIn(let user, let isNew, _): return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
             }
-            let phone: String
-            let viaProof: Bool
-            if let proof = temporaryProof, !proof.isEmpty {
-                guard let raw = phoneNumber, !raw.isEmpty else { throw AuthError(.missingPhoneNumber) }
-                let p = try PhoneNumber(parsing: raw).e164
-                guard tx.store.temporaryProofs.peek(proof, now: now) == p else { throw AuthError(.invalidTemporaryProof) }
-                phone = p
-                viaProof = true
-            } else {
-                guard let info = sessionInfo, !info.isEmpty else { throw AuthError(.missingSessionInfo) }
-                guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
-                guard let sid = SessionID(info), var session = tx.store.sessions[sid], session.kind == .signIn, session.owner == nil else {
-                    throw AuthError(.invalidSessionInfo)  // MFA codes are consumed only by MFA finalize
-                }
-                if let exp = session.expiresAt, now >= exp {
-                    tx.deleteSession(sid)
-                    throw AuthError(.sessionExpired)
-                }
-                if let left = session.attemptsLeft, left <= 0 {
-                    tx.deleteSession(sid)
-                    throw AuthError(.tooManyAttemptsTryLater)
-                }
-                if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
-                    throw Self.scenarioError(scenario)
-                }
-                guard constantTimeEquals(code, session.code) else {
-                    if let left = session.attemptsLeft {
-                        session.attemptsLeft = left - 1
-                        tx.save(session)
-                    }
-                    throw AuthError(.invalidCode)
-                }
-                tx.deleteSession(sid)  // single use, consumed before the account checks (as production)
-                phone = session.phoneNumber
-                viaProof = false
-            }
-
-            let owner = tx.store.user(phone: phone)
-            if let tokenUser {
-                guard var user = tx.store.users[tokenUser.localId] else { throw AuthError(.userNotFound) }
-                if let owner, owner.localId != user.localId {
-                    if viaProof { throw AuthError(.phoneNumberExists) }
-                    let proof = random.token(byteCount: 64)
-                    tx.temporaryProofs.insert(proof, phone, expiresAt: now + Self.temporaryProofLifetimeMillis, now: now)
-                    return .conflict(phoneNumber: phone, temporaryProof: proof)
-                }
-                guard !user.disabled else { throw AuthError(.userDisabled) }
-                guard user.mfaInfo.isEmpty else { throw Self.phoneFirstFactorOfMFAUser }
-                user.phoneNumber = phone
-                user.lastLoginAt = now
-                return signedIn(user, isNewUser: false)
-            }
-            if var user = owner {
-                guard !user.disabled else { throw AuthError(.userDisabled) }
-                guard user.mfaInfo.isEmpty else { throw Self.phoneFirstFactorOfMFAUser }
-                user.lastLoginAt = now
-                return signedIn(user, isNewUser: false)
-            }
-            if operation == "REAUTH" { throw AuthError(.userNotFound) }
-            if let full = userQuotaError(tx.store) { throw full }
-            var user = UserRecord(localId: newUserID(in: tx.store), createdAt: now)
-            user.phoneNumber = phone
-            user.lastRefreshAt = now
-            user.lastLoginAt = now
-            user.tenantId = key.tenantId
-            return signedIn(user, isNewUser: true)
         }
     }
 

@@ -2,6 +2,7 @@
 // The wire form of each (HTTP status, Google status, reason) is decided in PhoneAuthAPI/ErrorWire.swift.
 extension AuthError.Code {
     public static let adminOnlyOperation = Self("ADMIN_ONLY_OPERATION")
+    public static let blockingFunctionErrorResponse = Self("BLOCKING_FUNCTION_ERROR_RESPONSE")
     public static let captchaCheckFailed = Self("CAPTCHA_CHECK_FAILED")
     public static let claimsTooLarge = Self("CLAIMS_TOO_LARGE")
     public static let createdAt = Self("CREATED_AT")
@@ -16,6 +17,7 @@ extension AuthError.Code {
     public static let insufficientPermission = Self("INSUFFICIENT_PERMISSION")
     public static let invalidAppCredential = Self("INVALID_APP_CREDENTIAL")
     public static let invalidArgument = Self("INVALID_ARGUMENT")
+    public static let invalidBlockingFunction = Self("INVALID_BLOCKING_FUNCTION")
     public static let invalidClaims = Self("INVALID_CLAIMS")
     public static let invalidCode = Self("INVALID_CODE")
     public static let invalidContinueUri = Self("INVALID_CONTINUE_URI")

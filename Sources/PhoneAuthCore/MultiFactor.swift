@@ -491,7 +491,9 @@ extension Emulator {
     /// `mfaSignIn:finalize`: checks the code, then the pending credential (single use: consumed on success), finds
     /// the enrollment by the session's number (raw, or masked as the iOS SDK's testing mode sends it), sets
     /// `lastLoginAt` and issues tokens with the second factor.
-    public func finalizeMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?) throws(AuthError) -> MFATokens {
+    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
+    public func finalizeMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?,
+                                  changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> MFATokens {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
             try Self.checkTenantEnabled(tx.store)
@@ -508,6 +510,7 @@ extension Emulator {
             guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
             else { throw AuthError(.mfaEnrollmentNotFound) }
             guard !user.disabled else { throw AuthError(.userDisabled) }
+            changes?.apply(to: &user)
             user.lastLoginAt = now
             user.lastRefreshAt = now
             tx.save(user)

@@ -76,6 +76,8 @@ public struct ProjectConfig: Sendable, Equatable {
     /// The official emulator's config keys (`signIn.allowDuplicateEmails`, `emailPrivacyConfig`): stored and returned.
     public var allowDuplicateEmails = false
     public var enableImprovedEmailPrivacy = false
+    /// `blockingFunctions` (BlockingFunctions.swift): the functions called before a user is created, signs in, or an SMS is sent.
+    public var blockingFunctions = BlockingFunctionsConfig()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -108,6 +110,7 @@ public struct ProjectConfig: Sendable, Equatable {
         pa["scenarioNumbers"] = .object(sc)
         o["phoneAuth"] = .object(pa)
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
+        o["blockingFunctions"] = blockingFunctions.json
         return .object(o)
     }
 
@@ -145,6 +148,8 @@ public struct ProjectConfig: Sendable, Equatable {
                     enableImprovedEmailPrivacy = try Self.bool(v2, p2)
                 }
             case "phoneAuth": try applyPhoneAuth(v, path: p)
+            case "blockingFunctions":
+                do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
             case "tenants":
                 for (k2, v2) in try Self.object(v, p) {
                     let p2 = Self.join(p, k2)

@@ -115,7 +115,8 @@ public enum PhoneAuthServer {
         }
         let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys,
                                logger: logger, saveSigningKey: saveKey, adminToken: settings.adminToken,
-                               exportRoot: settings.exportRoot, boundary: settings.boundary)
+                               exportRoot: settings.exportRoot, boundary: settings.boundary,
+                               blocking: BlockingCalls(timeoutMillis: settings.blockingTimeoutMillis))
         if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
             // No key yet: generate it in the background while the server starts listening. Without a key nothing can
             // be signed: the process exits (code 1), as it would have at start.
@@ -256,6 +257,7 @@ public final class RunningServer: Sendable {
     private func shutDown() -> Int32 {
         http.shutdown()
         pool.shutdown()
+        app.blocking.shutdown()  // waits at most one deadline for calls in flight
         var result: Int32 = 0
         if let dir = settings.exportOnExit {
             do {

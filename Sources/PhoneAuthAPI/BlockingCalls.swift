@@ -1,0 +1,225 @@
+import EmulatorSupport
+import HTTPServer
+import PhoneAuthCore
+
+/// Calls blocking functions (PhoneAuthCore/BlockingFunctions.swift) without ever holding an event loop or a store
+/// lock while a function runs.
+///
+/// A flow that has a trigger configured answers `Reply.deferred` and runs on this pool: it reads what it needs in one
+/// transaction, calls the function(s) with no lock held, then applies the reply in a second transaction that
+/// re-checks what it depends on, and completes the call. The pool is small and bounded (`maxInFlight` calls
+/// queued or running; more answer 503 `UNAVAILABLE` at once), and every call has a deadline (`timeoutMillis`,
+/// production's 7 s by default, `--blocking-timeout-ms`), so a hanging function holds one pool thread for at most
+/// that long and nothing else. Flows without a trigger never come here: `trigger` answers nil after one atomic load
+/// until some configuration has named a function.
+///
+/// The API other sign-in handlers use (three calls):
+/// - `app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn])` — false on the fast path;
+/// - `try app.blocking.defer(app, call) { … return Reply }` — runs the closure off the loop (with the request's
+///   durability scope) and answers the call with its reply or error;
+/// - inside it, `try app.blocking.signInHooks(app, call, key, user:, isNew:, method:)` — beforeCreate (new users)
+///   then beforeSignIn, returning the combined `Outcome` (user changes to apply in the second transaction, and
+///   `sessionClaims` for `app.idToken(…, sessionClaims:)`); no transaction may be open around it.
+public final class BlockingCalls: Sendable {
+    public let timeoutMillis: Int
+    public let threads: Int
+    public let maxInFlight: Int
+    private struct State {
+        var pool: WorkerPool?
+        var inFlight = 0
+    }
+    private let state = Locked(State())
+
+    public init(timeoutMillis: Int = BlockingFunctions.defaultTimeoutMillis, threads: Int = 8, maxInFlight: Int = 256) {
+        self.timeoutMillis = max(1, timeoutMillis)
+        self.threads = max(1, threads)
+        self.maxInFlight = max(1, maxInFlight)
+    }
+
+    /// Calls queued or running now (tests).
+    public var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// Stops the pool's threads (after queued calls finish).
+    public func shutdown() {
+        let pool = state.withLock { s -> WorkerPool? in let p = s.pool; s.pool = nil; return p }
+        pool?.shutdown()
+    }
+
+    // MARK: configuration lookup
+
+    /// The function configured for `event` in `key`'s store (a tenant falls back to its project's), or nil. One
+    /// relaxed atomic load and nothing else until some configuration names a function.
+    @inline(__always)
+    func trigger(_ app: PhoneAuthApp, _ key: StoreKey, _ event: BlockingEvent) -> (uri: String, config: BlockingFunctionsConfig)? {
+        guard BlockingFunctionsHint.mayBeConfigured else { return nil }
+        return lookup(app, key, event)
+    }
+
+    private func lookup(_ app: PhoneAuthApp, _ key: StoreKey, _ event: BlockingEvent) -> (uri: String, config: BlockingFunctionsConfig)? {
+        let own = app.emulator.config(key)
+        let project = key.tenantId == nil ? nil : app.emulator.config(StoreKey(projectId: key.projectId))
+        return ProjectConfig.blockingTrigger(event, own: own, project: project).map { (uri: $0.0, config: $0.1) }
+    }
+
+    /// Whether any of `events` has a function in `key`'s store.
+    @inline(__always)
+    public func anyTrigger(_ app: PhoneAuthApp, _ key: StoreKey, _ events: [BlockingEvent]) -> Bool {
+        guard BlockingFunctionsHint.mayBeConfigured else { return false }
+        return events.contains { lookup(app, key, $0) != nil }
+    }
+
+    // MARK: running a flow off the loop
+
+    /// Runs `work` on the pool and answers `call` with what it returns or throws. Returns `Reply.deferred`, or throws
+    /// 503 `UNAVAILABLE` when `maxInFlight` calls are already queued or running.
+    func `defer`(_ app: PhoneAuthApp, _ call: Call, _ work: @escaping @Sendable () throws -> Reply) throws(AuthError) -> Reply {
+        let scope = DurabilityScope.current
+        let complete = call.complete
+        let pool: WorkerPool? = state.withLock { s in
+            guard s.inFlight < maxInFlight else { return nil }
+            s.inFlight += 1
+            if s.pool == nil { s.pool = WorkerPool(threads: threads) }
+            return s.pool
+        }
+        guard let pool else {
+            throw AuthError(.unavailable, "Too many blocking function calls are queued or running (\(maxInFlight)); try again shortly.")
+        }
+        let logger = app.logger
+        pool.submit { [self] in
+            let reply: Reply = DurabilityScope.$current.withValue(scope) {
+                do { return try work() } catch let e as AuthError {
+                    if e.code == .internalFailure { logger.error("internal error", [("error", e.description), ("at", e.origin)]) }
+                    return Self.reply(e)
+                } catch {
+                    logger.error("internal error", [("error", String(describing: error))])
+                    return Self.reply(AuthError.internalError())
+                }
+            }
+            state.withLock { $0.inFlight -= 1 }
+            complete(reply)
+        }
+        return .deferred
+    }
+
+    static func reply(_ e: AuthError) -> Reply {
+        let w = e.wire
+        return Reply(w.json, status: w.http)
+    }
+
+    // MARK: the call
+
+    /// Calls `event`'s function (if one is configured) for `ctx` and parses its answer. Blocking: run it on the pool
+    /// only, with no transaction open. nil when no function is configured for the event.
+    func invoke(_ app: PhoneAuthApp, _ key: StoreKey, _ ctx: BlockingEventContext) throws(AuthError) -> BlockingFunctions.Outcome? {
+        guard let (uri, config) = trigger(app, key, ctx.event) else { return nil }
+        let now = app.emulator.clock.nowSeconds()
+        let timeoutSeconds = Int64((timeoutMillis + 999) / 1000)
+        let claims = BlockingFunctions.claims(ctx, uri: uri, config: config, nowSeconds: now, timeoutSeconds: timeoutSeconds,
+                                              eventId: app.emulator.random.token(byteCount: 16))
+        let jwt: String
+        do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
+        let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)
+        let started = HTTPClient.monotonicMillis()
+        func log(_ outcome: String) {
+            app.logger.info("blocking function \(ctx.event.rawValue)", [("project", key.description), ("uri", uri),
+                                                                       ("ms", String(HTTPClient.monotonicMillis() - started)), ("outcome", outcome)])
+        }
+        let response: HTTPClient.Response
+        do {
+            response = try HTTPClient.send(method: "POST", url: uri, headers: [("Content-Type", "application/json")], body: body,
+                                           timeout: Double(timeoutMillis) / 1000, deadline: Double(timeoutMillis) / 1000,
+                                           maxResponseBytes: BlockingFunctions.maxReplyBytes)
+        } catch {
+            log(error.timedOut ? "deadline exceeded" : "failed: \(error.description)")
+            throw error.timedOut ? BlockingFunctions.deadlineExceeded(uri: uri) : BlockingFunctions.requestFailed(uri: uri)
+        }
+        guard (200..<300).contains(response.status) else {
+            log("HTTP \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+            throw BlockingFunctions.httpError(uri: uri, status: response.status, body: response.body)
+        }
+        do {
+            let outcome = try BlockingFunctions.parseReply(response.body, event: ctx.event)
+            log(Self.describe(outcome))
+            return outcome
+        } catch {
+            log("refused reply: \(error.description)")
+            throw error
+        }
+    }
+
+    static func describe(_ o: BlockingFunctions.Outcome) -> String {
+        var parts: [String] = []
+        if o.displayName != nil { parts.append("displayName") }
+        if o.photoUrl != nil { parts.append("photoUrl") }
+        if let d = o.disabled { parts.append("disabled=\(d)") }
+        if o.emailVerified != nil { parts.append("emailVerified") }
+        if o.customAttributes != nil { parts.append("customClaims") }
+        if o.sessionClaims != nil { parts.append("sessionClaims") }
+        return parts.isEmpty ? "allowed" : "allowed, sets " + parts.joined(separator: ",")
+    }
+
+    /// The request facts every event carries.
+    func context(_ event: BlockingEvent, _ call: Call, _ key: StoreKey, user: UserRecord?) -> BlockingEventContext {
+        var ctx = BlockingEventContext(event: event, projectId: key.projectId, tenantId: key.tenantId, user: user,
+                                       ipAddress: call.request.remoteAddress)
+        ctx.userAgent = call.request.headers["user-agent"].map { String($0.prefix(512)) }
+        ctx.locale = call.request.headers["accept-language"].flatMap { Self.locale($0) }
+        return ctx
+    }
+
+    /// The first language tag of an `Accept-Language` header (`en-US,en;q=0.9` → `en-US`), if it looks like one.
+    static func locale(_ header: String) -> String? {
+        guard let first = header.split(separator: ",").first?.split(separator: ";").first?.trimmingSpaces(), !first.isEmpty,
+              first.utf8.count <= 35, first.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D })
+        else { return nil }
+        return first
+    }
+
+    /// beforeCreate (when `isNew`) then, unless the user is disabled by then, beforeSignIn — on `user` as it would be
+    /// saved. Returns the combined changes and session claims. Call from `defer`'s closure, no transaction open.
+    func signInHooks(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, user: UserRecord, isNew: Bool,
+                     method: BlockingSignInMethod, secondFactor: String? = nil) throws(AuthError) -> BlockingFunctions.Outcome {
+        var total = BlockingFunctions.Outcome()
+        var current = user
+        if isNew {
+            var ctx = context(.beforeCreate, call, key, user: current)
+            ctx.signInMethod = method
+            if let o = try invoke(app, key, ctx) {
+                o.apply(to: &current)
+                total = total.then(o)
+            }
+        }
+        if !current.disabled {
+            var ctx = context(.beforeSignIn, call, key, user: current)
+            ctx.signInMethod = method
+            ctx.secondFactor = secondFactor
+            if let o = try invoke(app, key, ctx) { total = total.then(o) }
+        }
+        return total
+    }
+
+    /// beforeSendSms for an SMS to `phone`; throws what blocks the send. `user`: the account concerned, if any.
+    func beforeSendSms(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, phone: String, type: BlockingSMSType, user: UserRecord?) throws(AuthError) {
+        var ctx = context(.beforeSendSms, call, key, user: user)
+        ctx.phoneNumber = phone
+        ctx.smsType = type
+        if type != .signIn { ctx.signInMethod = nil }
+        _ = try invoke(app, key, ctx)
+    }
+}
+
+extension HTTPClient {
+    static func monotonicMillis() -> Int64 { Int64(monotonicSeconds() * 1000) }
+}
+
+extension PhoneAuthApp {
+    /// An ID token, with a blocking function's session claims for this sign-in only (never stored; reserved claim
+    /// names were refused when the reply was parsed).
+    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
+                 sessionClaims: JSONObject?) throws -> String {
+        var claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
+                                         issuedAt: emulator.clock.nowSeconds(), secondFactorId: secondFactorId)
+        if let sessionClaims { for (k, v) in sessionClaims where !CustomClaims.reserved.contains(k) { claims[k] = v } }
+        return try tokens.sign(claims)
+    }
+}

@@ -1,0 +1,227 @@
+"""Blocking functions (beforeCreate, beforeSignIn, beforeSendSms) against a real function: a Python http.server on a
+free loopback port that decodes the JWT as firebase-functions does in emulator mode (without verifying it) and
+answers by path: one sets claims, displayName and session claims, one blocks with an HttpsError, one hangs past a
+short configured deadline, one answers garbage."""
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jwt
+import pytest
+import requests
+
+from conftest import FICTIONAL, claims_of, error_message
+
+OWNER = {"Authorization": "Bearer owner"}
+HANG = threading.Event()
+
+
+class Function(BaseHTTPRequestHandler):
+    received = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        token = body["data"]["jwt"]
+        payload = jwt.decode(token, options={"verify_signature": False})
+        Function.received.append({"path": self.path, "payload": payload, "header": jwt.get_unverified_header(token), "raw": token,
+                                  "contentType": self.headers.get("Content-Type")})
+        if self.path == "/create":
+            self.answer(200, {"userRecord": {"updateMask": "displayName,customClaims", "displayName": "Ada", "customClaims": {"role": "admin"}}})
+        elif self.path == "/signin":
+            self.answer(200, {"userRecord": {"updateMask": "sessionClaims", "sessionClaims": {"session": "s1"}}})
+        elif self.path == "/block":
+            self.answer(400, {"error": {"message": "No sign-ups today", "status": "INVALID_ARGUMENT"}})
+        elif self.path == "/garbage":
+            self.send_response(200)
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b"<garbage>")
+        elif self.path == "/hang":
+            HANG.wait(30)
+            self.answer(200, {})
+        else:
+            self.answer(200, {})
+
+    def answer(self, status, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def function():
+    Function.received = []
+    HANG.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Function)
+    server.daemon_threads = True
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    HANG.set()
+    server.shutdown()
+    server.server_close()
+
+
+def configure(emu, base, triggers, project="demo-phone"):
+    body = {"blockingFunctions": {"triggers": {k: {"functionUri": base + v} for k, v in triggers.items()}}}
+    r = emu.session.patch(f"{emu.url}/identitytoolkit.googleapis.com/v2/projects/{project}/config",
+                          params={"updateMask": "blockingFunctions"}, json=body, headers=OWNER)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def paths():
+    return [r["path"] for r in Function.received]
+
+
+def test_config_errors_match_the_official_emulator(emu):
+    url = f"{emu.url}/identitytoolkit.googleapis.com/v2/projects/demo-phone/config"
+    r = emu.session.patch(url, params={"updateMask": "blockingFunctions"}, headers=OWNER,
+                          json={"blockingFunctions": {"triggers": {"beforeDelete": {"functionUri": "http://127.0.0.1/x"}}}})
+    assert r.status_code == 400 and error_message(r) == "INVALID_BLOCKING_FUNCTION : ((Event type is invalid.))"
+    r = emu.session.patch(url, params={"updateMask": "blockingFunctions"}, headers=OWNER,
+                          json={"blockingFunctions": {"triggers": {"beforeCreate": {"functionUri": "nope"}}}})
+    assert error_message(r) == "INVALID_BLOCKING_FUNCTION : ((Expected an absolute URI with valid scheme and host.))"
+
+
+def test_phone_flow_calls_send_create_signin_and_the_token_carries_the_claims(fresh, function):
+    emu = fresh()
+    doc = configure(emu, function, {"beforeSendSms": "/ok", "beforeCreate": "/create", "beforeSignIn": "/signin"})
+    assert doc["blockingFunctions"]["triggers"]["beforeCreate"]["functionUri"] == function + "/create"
+    out = emu.sign_in()
+    claims = claims_of(out["idToken"])
+    assert claims["role"] == "admin" and claims["session"] == "s1" and claims["name"] == "Ada"
+    assert paths() == ["/ok", "/create", "/signin"]
+    sms, create, signin = (r["payload"] for r in Function.received)
+    assert sms["event_type"] == "beforeSendSms" and sms["phone_number"] == FICTIONAL and sms["sms_type"] == "SIGNIN"
+    assert create["event_type"] == "beforeCreate" and create["sign_in_method"] == "phone"
+    assert create["iss"] == "https://securetoken.google.com/demo-phone" and create["aud"] == function + "/create"
+    assert create["user_record"]["uid"] == out["localId"] == create["sub"]
+    assert create["user_record"]["phone_number"] == FICTIONAL
+    assert create["user_record"]["provider_data"] == [{"provider_id": "phone", "uid": FICTIONAL, "phone_number": FICTIONAL}]
+    assert isinstance(create["user_record"]["metadata"]["creation_time"], int)
+    assert signin["user_record"]["display_name"] == "Ada" and signin["user_record"]["custom_claims"] == {"role": "admin"}
+    assert all(r["contentType"] == "application/json" for r in Function.received)
+    # RS256 with our published key: a production-style verifier accepts it.
+    header = Function.received[1]["header"]
+    assert header["alg"] == "RS256"
+    jwks = emu.session.get(f"{emu.url}/www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com")
+    assert jwks.status_code == 200
+    keys = {k["kid"]: k for k in jwks.json()["keys"]}
+    assert header["kid"] in keys
+    jwt.decode(_raw(1), jwt.PyJWK(keys[header["kid"]]).key, algorithms=["RS256"], audience=function + "/create",
+               options={"verify_exp": False, "verify_iat": False})
+    # Stored: displayName and custom claims, never the session claims.
+    user = emu.itk("lookup", {"idToken": out["idToken"]}).json()["users"][0]
+    assert user["displayName"] == "Ada" and json.loads(user["customAttributes"]) == {"role": "admin"}
+    # Each call is logged with its event, URI, duration and outcome.
+    emu.stop()
+    log = emu.log()
+    assert "blocking function beforeCreate" in log and f"uri={function}/create" in log and "ms=" in log and "outcome=" in log
+
+
+def _raw(i):
+    return Function.received[i]["raw"]
+
+
+@pytest.mark.skipif(not os.environ.get("FIREBASE_SDK_DIR") or not shutil.which("node"), reason="needs FIREBASE_SDK_DIR and node")
+def test_js_sdk_phone_sign_in_sees_the_claims(fresh, function):
+    emu = fresh()
+    configure(emu, function, {"beforeCreate": "/create", "beforeSignIn": "/signin"})
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js", "phone_flow.cjs")
+    r = subprocess.run(["node", script], env={**os.environ, "EMULATOR_URL": emu.url}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["claims"]["role"] == "admin" and out["claims"]["session"] == "s1" and out["isNewUser"] is True
+    assert paths() == ["/create", "/signin"]
+
+
+def test_blocked_garbage_and_deadline(fresh, function):
+    emu = fresh("--blocking-timeout-ms", "400")
+    configure(emu, function, {"beforeCreate": "/block"})
+    session = emu.send(FICTIONAL)
+    r = emu.itk("signInWithPhoneNumber", {"sessionInfo": session, "code": "123456"})
+    assert r.status_code == 400
+    assert error_message(r) == (f"BLOCKING_FUNCTION_ERROR_RESPONSE : ((HTTP request to {function}/block returned HTTP error 400: "
+                                '{"error": {"message": "No sign-ups today", "status": "INVALID_ARGUMENT"}}))')
+    configure(emu, function, {"beforeCreate": "/garbage"})
+    r = emu.itk("signInWithPhoneNumber", {"sessionInfo": emu.send(FICTIONAL), "code": "123456"})
+    assert r.status_code == 500 and error_message(r) == "BLOCKING_FUNCTION_ERROR_RESPONSE : ((Response body is not valid JSON.))"
+    configure(emu, function, {"beforeCreate": "/hang"})
+    r = emu.itk("signInWithPhoneNumber", {"sessionInfo": emu.send(FICTIONAL), "code": "123456"})
+    assert r.status_code == 500
+    assert error_message(r) == f"BLOCKING_FUNCTION_ERROR_RESPONSE : ((Deadline exceeded making request to {function}/hang.))"
+    # No account was created by any of them.
+    users = emu.session.post(f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:query", json={}, headers=OWNER)
+    assert users.json().get("userInfo", []) == []
+
+
+def test_before_send_sms_blocks_the_send(fresh, function):
+    emu = fresh()
+    configure(emu, function, {"beforeSendSms": "/block"})
+    r = emu.itk("sendVerificationCode", {"phoneNumber": "+15557651234"})
+    assert r.status_code == 400 and "No sign-ups today" in error_message(r)
+    codes = emu.session.get(f"{emu.url}/emulator/v1/projects/demo-phone/verificationCodes").json()["verificationCodes"]
+    assert codes == []
+
+
+def test_anonymous_email_password_and_mfa_flows_call_the_right_functions_in_order(fresh, function):
+    emu = fresh()
+    r = emu.session.post(f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts", headers=OWNER,
+                         json={"localId": "m1", "email": "m@example.com", "password": "secret12", "emailVerified": True,
+                               "mfaInfo": [{"phoneInfo": FICTIONAL}]})
+    assert r.status_code == 200, r.text
+    configure(emu, function, {"beforeCreate": "/create", "beforeSignIn": "/signin", "beforeSendSms": "/ok"})
+    anon = emu.itk("signUp", {})
+    assert anon.status_code == 200 and claims_of(anon.json()["idToken"])["session"] == "s1"
+    email = emu.itk("signUp", {"email": "e@example.com", "password": "secret12"})
+    assert email.status_code == 200 and claims_of(email.json()["idToken"])["role"] == "admin"
+    assert [(r["path"], r["payload"]["sign_in_method"]) for r in Function.received] == [
+        ("/create", "anonymous"), ("/signin", "anonymous"), ("/create", "password"), ("/signin", "password")]
+    Function.received.clear()
+    # MFA: password first (no beforeSignIn yet), the SMS (beforeSendSms), the second factor, then beforeSignIn.
+    first = emu.itk("signInWithPassword", {"email": "m@example.com", "password": "secret12"}).json()
+    assert "mfaPendingCredential" in first and paths() == []
+    v2 = f"{emu.url}/identitytoolkit.googleapis.com/v2/accounts"
+    start = emu.session.post(f"{v2}/mfaSignIn:start", params={"key": "k"},
+                             json={"mfaPendingCredential": first["mfaPendingCredential"], "mfaEnrollmentId": first["mfaInfo"][0]["mfaEnrollmentId"]})
+    assert start.status_code == 200, start.text
+    done = emu.session.post(f"{v2}/mfaSignIn:finalize", params={"key": "k"},
+                            json={"mfaPendingCredential": first["mfaPendingCredential"],
+                                  "phoneVerificationInfo": {"sessionInfo": start.json()["phoneResponseInfo"]["sessionInfo"], "code": "123456"}})
+    assert done.status_code == 200, done.text
+    assert paths() == ["/ok", "/signin"]
+    assert Function.received[0]["payload"]["sms_type"] == "MULTI_FACTOR_SIGN_IN"
+    assert Function.received[1]["payload"]["sign_in_second_factor"] == "phone"
+    claims = claims_of(done.json()["idToken"])
+    assert claims["session"] == "s1" and claims["firebase"]["sign_in_second_factor"] == "phone"
+
+
+def test_a_hanging_function_holds_nothing_else(fresh, function):
+    """While a function hangs, GET / and sends for other projects all complete (counts, no timing)."""
+    emu = fresh("--blocking-timeout-ms", "20000")
+    configure(emu, function, {"beforeSendSms": "/hang"})
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        hanging = [pool.submit(requests.post, f"{emu.url}/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode",
+                               params={"key": "k"}, json={"phoneNumber": f"+1555765{i:04d}"}, timeout=60) for i in range(2)]
+        s = requests.Session()
+        ok = 0
+        for i in range(40):
+            r = s.post(f"{emu.url}/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode", params={"key": "k"},
+                       json={"phoneNumber": f"+1555766{i:04d}", "targetProjectId": f"other-{i % 4}"}, headers=OWNER, timeout=10)
+            ok += r.status_code == 200
+            ok += s.get(emu.url + "/", timeout=10).status_code == 200
+        assert ok == 80
+        assert not any(f.done() for f in hanging)
+        HANG.set()
+        assert [f.result().status_code for f in hanging] == [200, 200]
