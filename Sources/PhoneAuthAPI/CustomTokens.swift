@@ -165,14 +165,34 @@ enum CustomTokens {
         do {
             // 1. The decision: an existing user, or a new one (read only; no lock is held afterwards).
             let existing = try app.emulator.customTokenSubject(key, uid: checked.grant.uid)
-            // (Blocking functions slot in here: beforeCreate when `existing` is nil, then beforeSignIn; what they return
-            // goes to step 2 as `changes`.)
-            // 2. The commit: user and refresh token in one transaction.
-            let result = try app.emulator.completeCustomTokenSignIn(key, grant: checked.grant)
-            // 3. The ID token.
-            let claims = TokenService.claims(for: result.user, key: key, authTime: result.authTime, signInProvider: Emulator.customTokenProvider,
+            // 2. Blocking functions, off the loop with no lock held: beforeCreate for a new user, then beforeSignIn.
+            if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
+                return try app.blocking.defer(app, call) {
+                    let candidate = existing ?? UserRecord(localId: checked.grant.uid, createdAt: app.emulator.clock.nowMillis())
+                    let outcome = try app.blocking.signInHooks(app, call, key, user: candidate, isNew: existing == nil, method: .custom)
+                    return try finish(app, call, key, checked, existing: existing, uid: uid, blocking: outcome)
+                }
+            }
+            return try finish(app, call, key, checked, existing: existing, uid: uid, blocking: nil)
+        } catch let error as AuthError {
+            app.logger.info("custom token sign-in refused", [("project", key.description), ("uid", uid), ("error", error.code.rawValue)])
+            throw error
+        }
+    }
+}
+
+extension CustomTokens {
+    /// The commit (user and refresh token in one transaction, with what blocking functions returned) and the ID token.
+    static func finish(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ checked: Checked, existing: UserRecord?, uid: String,
+                       blocking: BlockingFunctions.Outcome?) throws -> Reply {
+        do {
+            let result = try app.emulator.completeCustomTokenSignIn(key, grant: checked.grant, blocking: blocking)
+            if result.refreshToken.isEmpty { throw AuthError(.userDisabled) }  // a blocking function disabled the user
+            var claims = TokenService.claims(for: result.user, key: key, authTime: result.authTime, signInProvider: Emulator.customTokenProvider,
                                              issuedAt: app.emulator.clock.nowSeconds(),
                                              extraClaims: claimsObject(checked.grant.developerClaims))
+            // A beforeSignIn's session claims: in this ID token only (reserved names never).
+            for (k, v) in blocking?.sessionClaims ?? [:] where !CustomClaims.reserved.contains(k) { claims[k] = v }
             let idToken = try app.tokens.sign(claims)
             app.logger.info(result.isNewUser ? "custom token sign-in: new user" : "custom token sign-in",
                             [("project", key.description), ("uid", uid), ("token", checked.format),

@@ -47,8 +47,10 @@ extension Emulator {
     }
 
     /// Step 2 of a custom-token sign-in (see `customTokenSubject`).
-    public func completeCustomTokenSignIn(_ key: StoreKey, grant: CustomTokenGrant,
-                                          changes: UserChanges = UserChanges()) throws(AuthError) -> CustomTokenSignInResult {
+    /// `blocking`: what beforeCreate/beforeSignIn returned, applied to the user saved here; a user they disabled is
+    /// saved disabled and the sign-in ends with `USER_DISABLED` (no refresh token).
+    public func completeCustomTokenSignIn(_ key: StoreKey, grant: CustomTokenGrant, changes: UserChanges = UserChanges(),
+                                          blocking: BlockingFunctions.Outcome? = nil) throws(AuthError) -> CustomTokenSignInResult {
         let now = clock.nowMillis()
         let authTime = now / 1000
         return try transaction(key) { tx throws(AuthError) -> CustomTokenSignInResult in
@@ -64,6 +66,13 @@ extension Emulator {
                 try checkUserQuota(tx.store)
                 user = try newUser(tx.store, key, localId: grant.uid, changes: changes, now: now)
                 isNewUser = true
+            }
+            if let blocking {
+                blocking.apply(to: &user)
+                if user.disabled {
+                    tx.save(user)
+                    return CustomTokenSignInResult(user: user, isNewUser: isNewUser, refreshToken: "", authTime: authTime)
+                }
             }
             user.lastLoginAt = now
             user.lastRefreshAt = now

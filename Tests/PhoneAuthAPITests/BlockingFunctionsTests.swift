@@ -347,6 +347,41 @@ final class BlockingFunctionsTests: XCTestCase, AppCalling {
         XCTAssertEqual(functions.paths.count, 5)
     }
 
+    /// A custom-token sign-in: beforeCreate for a new uid, then beforeSignIn; their claims and session claims reach
+    /// the ID token next to the token's own claims; an existing uid calls beforeSignIn only; a block saves nothing.
+    func testCustomTokenSignInCallsCreateThenSignIn() throws {
+        XCTAssertEqual(configure(["beforeCreate": "/create", "beforeSignIn": "/signin"]).0, 200)
+        let token = JWTSerializer.unsigned(payload: [
+            "aud": "https://identitytoolkit.googleapis.com/google.identity.identitytoolkit.v1.IdentityToolkit",
+            "iat": .int(app.emulator.clock.nowSeconds()), "exp": .int(app.emulator.clock.nowSeconds() + 3600),
+            "uid": "custom-1", "claims": ["tier": "gold"]])
+        let first = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken?key=k", #"{"token":"\#(token)"}"#)
+        XCTAssertEqual(first.0, 200, "\(first)")
+        XCTAssertEqual(first.1["isNewUser"], true)
+        XCTAssertEqual(idClaims(first)?["role"], "admin")
+        XCTAssertEqual(idClaims(first)?["session"], "s1")
+        XCTAssertEqual(idClaims(first)?["tier"], "gold")
+        XCTAssertEqual(idClaims(first)?["firebase"]?["sign_in_provider"], "custom")
+        XCTAssertEqual(functions.paths, ["/create", "/signin"])
+        XCTAssertEqual(functions.received.withLock { $0 }.map { $0.payload["sign_in_method"]?.stringValue ?? "" }, ["custom", "custom"])
+        XCTAssertEqual(functions.received.withLock { $0 }.first?.payload["user_record"]?["uid"], "custom-1")
+        // The stored user has beforeCreate's changes, never the session claims.
+        let stored = try XCTUnwrap(app.emulator.existingStore(StoreKey(projectId: "demo-phone"))?.read { $0.users["custom-1"] })
+        XCTAssertEqual(stored.displayName, "Ada")
+        XCTAssertFalse(stored.customAttributes?.contains("s1") ?? false)
+        let again = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken?key=k", #"{"token":"\#(token)"}"#)
+        XCTAssertEqual(again.1["isNewUser"], false)
+        XCTAssertEqual(functions.paths, ["/create", "/signin", "/signin"])
+        // A blocking beforeCreate: refused, no user.
+        XCTAssertEqual(configure(["beforeCreate": "/block"]).0, 200)
+        let other = JWTSerializer.unsigned(payload: [
+            "aud": "https://identitytoolkit.googleapis.com/google.identity.identitytoolkit.v1.IdentityToolkit",
+            "iat": .int(app.emulator.clock.nowSeconds()), "exp": .int(app.emulator.clock.nowSeconds() + 3600), "uid": "custom-2"])
+        let blocked = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken?key=k", #"{"token":"\#(other)"}"#)
+        XCTAssertEqual(blocked.0, 400, "\(blocked)")
+        XCTAssertNil(app.emulator.existingStore(StoreKey(projectId: "demo-phone"))?.read { $0.users["custom-2"] })
+    }
+
     func testBlockedEmailSignUpSavesNothing() {
         XCTAssertEqual(configure(["beforeCreate": "/block"]).0, 200)
         let r = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", #"{"email":"x@example.com","password":"secret12"}"#)
