@@ -457,7 +457,6 @@ def blocking_rates(d, c):
     must keep their rate: a hanging function holds a blocking-pool thread, never a loop)."""
     import threading
     fn = FunctionServer()
-    out = {}
     try:
         srv = Server()
         try:
