@@ -128,17 +128,14 @@ public enum MultiFactor {
 
     /// Every ASCII digit but the last four replaced by `*`.
     public static func mask(_ phone: String) -> String {
+        // Bytes, not Characters: an ASCII digit is never part of a multi-byte sequence (this runs for every hint).
+        var out = Array(phone.utf8)
         var seen = 0
-        var out: [Character] = []
-        for c in phone.reversed() {
-            if c.isASCII, c.isNumber {
-                seen += 1
-                out.append(seen > 4 ? "*" : c)
-            } else {
-                out.append(c)
-            }
+        for i in out.indices.reversed() where out[i] >= 0x30 && out[i] <= 0x39 {
+            seen += 1
+            if seen > 4 { out[i] = UInt8(ascii: "*") }
         }
-        return String(out.reversed())
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A masked number as the iOS SDK sends it in testing mode (`+*******0100`): `+`, one or more `*`, then 4 digits.

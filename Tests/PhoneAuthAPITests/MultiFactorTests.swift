@@ -65,6 +65,14 @@ final class MultiFactorTests: XCTestCase, AppCalling {
 
     // MARK: admin side
 
+    func testMaskKeepsTheLastFourDigits() {
+        XCTAssertEqual(MultiFactor.mask("+16505554567"), "+*******4567")
+        XCTAssertEqual(MultiFactor.mask("+44 20 7946 0958"), "+** ** **** 0958")
+        XCTAssertEqual(MultiFactor.mask("+123"), "+123")
+        XCTAssertEqual(MultiFactor.mask("+１２３４５６7"), "+１２３４５６7")  // only ASCII digits are digits here
+        XCTAssertEqual(MultiFactor.mask(""), "")
+    }
+
     func testAdminSignUpStoresEnrollmentsAndLookupReturnsThem() throws {
         let r = admin("accounts", #"{"localId":"a1","email":"a@example.com","emailVerified":true,"mfaInfo":[{"phoneInfo":"+1 650 555 0100","displayName":"work"},{"phoneInfo":"+16505550101"}]}"#)
         XCTAssertEqual(r.0, 200, "\(r.1)")
