@@ -72,6 +72,7 @@ final class EventLoop: @unchecked Sendable {
     private enum Handoff {
         case response(UInt64, UInt64, HTTPResponse)
         case closeHook(UInt64, UInt64, @Sendable () -> Void)
+        case streamReady(UInt64, UInt64)
     }
     private let completions = Locked<[Handoff]>([])
     private let stopRequested = Atomic<Bool>(false)
@@ -300,11 +301,17 @@ final class EventLoop: @unchecked Sendable {
         for item in done {
             switch item {
             case .response(let id, let number, let response):
-                guard let c = connections[id] else { continue }
+                guard let c = connections[id] else {
+                    response.stream?.source.detach()  // the client left before its stream began
+                    continue
+                }
                 drive(c, .responded(number, response, now: now), now: now)
             case .closeHook(let id, let number, let hook):
                 guard let c = connections[id] else { hook(); continue }  // already gone
                 drive(c, .closeHook(number, hook), now: now)
+            case .streamReady(let id, let number):
+                guard let c = connections[id] else { continue }
+                drive(c, .streamReady(number), now: now)
             }
         }
     }
@@ -379,6 +386,15 @@ final class EventLoop: @unchecked Sendable {
                     closeConnection(c)
                 case .fireCloseHooks(let hooks):
                     for h in hooks { h() }
+                case .attachStream(let source, let number):
+                    let id = c.id
+                    source.attach { [self] in enqueue(.streamReady(id, number)) }
+                case .pullStream(let source, let limit):
+                    var bytes: [UInt8] = []
+                    let result = source.pull(into: &bytes, limit: limit)
+                    next = .pulled(bytes, result, now: now)
+                case .detachStream(let source):
+                    source.detach()
                 }
             }
         }

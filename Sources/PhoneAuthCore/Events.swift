@@ -157,6 +157,12 @@ public struct EmulatorEvent: Sendable, Equatable {
 
     public var type: String { payload.type }
 
+    public init(id: UInt64, time: Int64, payload: EventPayload) {
+        self.id = id
+        self.time = time
+        self.payload = payload
+    }
+
     /// The contract's object: `{"id", "type", "time", "project", "tenant"?, …fields}`.
     public func json(_ key: StoreKey) -> JSON {
         var o = JSONObject()
