@@ -188,11 +188,13 @@ public struct EventFilter: Sendable, Equatable {
     /// Parses `?type=` values (each may be a comma-separated list). A pattern is a known type, or letters and dots
     /// ending in `*` (a prefix); anything else is `INVALID_ARGUMENT`.
     public init(parsing values: [String]) throws(AuthError) {
+        var seen = 0
         for v in values {
             for raw in v.split(separator: ",", omittingEmptySubsequences: true) {
                 let p = raw.trimmingSpaces()
                 if p.isEmpty { continue }
-                guard exact.count + prefixes.count < Self.maxPatterns else {
+                seen += 1
+                guard seen <= Self.maxPatterns else {
                     throw AuthError.invalidArgument("At most \(Self.maxPatterns) type filters.")
                 }
                 if p.hasSuffix("*") {
