@@ -53,7 +53,11 @@ enum EventStream {
             o["id"] = nil
             json = .object(o)
         }
-        let data = json.serialized()
+        frame(event, json.serialized(), format: format, into: &out)
+    }
+
+    /// Wraps an event's JSON for the wire.
+    static func frame(_ event: EmulatorEvent, _ data: [UInt8], format: Format, into out: inout [UInt8]) {
         switch format {
         case .jsonl:
             out.append(contentsOf: data)
@@ -92,7 +96,14 @@ final class EventStreamSource: HTTPStreamSource {
                 EventStream.render(EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)),
                                    key: key, format: format, into: &out)
             }
-            for e in batch.events { EventStream.render(e, key: key, format: format, into: &out) }
+            for (e, cached) in zip(batch.events, batch.rendered) {
+                var data = cached
+                if data.isEmpty {
+                    data = e.json(key).serialized()
+                    subscription.log.keepRendered(e, data)
+                }
+                EventStream.frame(e, data, format: format, into: &out)
+            }
             switch batch.status {
             case .more: if out.count >= limit { return .more }
             case .waiting: return .waiting

@@ -315,6 +315,8 @@ public final class EventLog: Sendable {
     struct State {
         /// `ring[seq % capacity]`; grows to `capacity`.
         var ring: [EmulatorEvent] = []
+        /// Each event's JSON once a reader rendered it (empty: not yet), beside `ring`: ten subscribers render once.
+        var rendered: [[UInt8]] = []
         /// The sequence number (per log) of the oldest retained event.
         var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
@@ -349,6 +351,7 @@ public final class EventLog: Sendable {
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
                 if s.ring.count < cap {
                     s.ring.append(event)
+                    s.rendered.append([])
                 } else {
                     let slot = Int(s.first % UInt64(cap))
                     if !s.subs.isEmpty {
@@ -361,6 +364,7 @@ public final class EventLog: Sendable {
                         }
                     }
                     s.ring[slot] = event
+                    s.rendered[slot] = []
                     s.first += 1
                 }
                 if !s.subs.isEmpty {
@@ -402,16 +406,21 @@ public final class EventLog: Sendable {
         let cap = UInt64(hub.capacity)
         let scanLimit = 4096
         return state.withLock { s -> EventSubscription.Batch in
-            guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], dropped: 0, status: .finished) }
+            guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], rendered: [], dropped: 0, status: .finished) }
             var out: [EmulatorEvent] = []
+            var rendered: [[UInt8]] = []
             let dropped = me.dropped
             me.dropped = 0
             if me.cursor < s.first { me.cursor = s.first }
             let end = min(s.next, me.until ?? s.next)
             var scanned = 0
             while me.cursor < end && out.count < max && scanned < scanLimit {
-                let e = s.ring[Int(me.cursor % cap)]
-                if me.filter.matches(e.type) { out.append(e) }
+                let slot = Int(me.cursor % cap)
+                let e = s.ring[slot]
+                if me.filter.matches(e.type) {
+                    out.append(e)
+                    rendered.append(s.rendered[slot])
+                }
                 me.cursor += 1
                 scanned += 1
             }
@@ -425,7 +434,22 @@ public final class EventLog: Sendable {
                 if status == .waiting { me.needsWake = true }
             }
             s.subs[ObjectIdentifier(sub)] = me
-            return .init(events: out, dropped: dropped, status: status)
+            return .init(events: out, rendered: rendered, dropped: dropped, status: status)
+        }
+    }
+
+    /// Keeps an event's rendered JSON for the next reader (if the event is still in the ring).
+    public func keepRendered(_ event: EmulatorEvent, _ json: [UInt8]) {
+        let cap = UInt64(hub.capacity)
+        state.withLock { s in
+            guard event.id >= (s.ring.isEmpty ? 0 : s.ring[Int(s.first % cap)].id) else { return }
+            // Ids increase along the ring: find the slot by binary search.
+            var lo = s.first, hi = s.next
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2
+                if s.ring[Int(mid % cap)].id < event.id { lo = mid + 1 } else { hi = mid }
+            }
+            if lo < s.next, s.ring[Int(lo % cap)].id == event.id { s.rendered[Int(lo % cap)] = json }
         }
     }
 
@@ -456,6 +480,8 @@ public final class EventSubscription: Sendable {
 
     public struct Batch: Sendable {
         public let events: [EmulatorEvent]
+        /// Each event's JSON if a reader rendered it already (empty: render it, then `keepRendered`).
+        public let rendered: [[UInt8]]
         /// Events this subscriber missed since its last read (report it first).
         public let dropped: Int
         public let status: Status
