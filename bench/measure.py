@@ -15,6 +15,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -338,6 +339,25 @@ def memory_with_sessions(target, duration_cap):
         srv.stop()
 
 
+class EventReaders:
+    """`n` `curl -N` readers on the project's event stream, discarding what arrives (curl, not Python threads, so the
+    readers cost this 2-core machine little CPU of their own)."""
+
+    def __init__(self, url, n):
+        self.procs = [subprocess.Popen(["curl", "-sN", "-o", "/dev/null", "-w", "%{size_download}",
+                                        url + "/emulator/v1/projects/demo-phone/events"], stdout=subprocess.PIPE, text=True)
+                      for _ in range(n)]
+        self.bytes = []
+        time.sleep(0.3)  # connected and subscribed before the load starts
+
+    def close(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            out, _ = p.communicate(timeout=10)
+            self.bytes.append(int(out or 0) if (out or "").strip().isdigit() else 0)
+
+
 def scaling(d):
     """How cost grows with connections, pending sessions and users (bench/run --scaling)."""
     rows = []
@@ -564,6 +584,14 @@ def main():
     try:
         send = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
         http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        # The same sends with 10 readers on the project's event stream (each send is one code.sent to all ten).
+        readers = EventReaders(srv.url, 10)
+        try:
+            send_subs = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+        finally:
+            readers.close()
+        send_subs["event_bytes_read"] = sum(readers.bytes)
+        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
         # The inbox path: rotating non-fictional numbers, and its control (the fictional number through the same
         # wrk request() path). Inboxes are cleared between runs so each starts empty.
         send_real = wrk(srv.url, "send_real.lua", d, c, server_pid=srv.proc.pid)
@@ -662,6 +690,8 @@ def main():
         ("  send p99 ms (target <= 5)", send["p99_ms"], "x nginx p99", send["p99_ms"] / nginx["p99_ms"] if nginx["p99_ms"] else None),
         ("  send server CPU us/request", send["server_cpu_us_per_request"], "x nginx CPU/request",
          send["server_cpu_us_per_request"] / nginx["server_cpu_us_per_request"] if nginx["server_cpu_us_per_request"] else None),
+        ("send with 10 event-stream readers req/s", send_subs["rps"], "x plain send (target >= 0.9)",
+         send_subs["rps"] / send["rps"] if send["rps"] else None),
         ("send, non-fictional numbers (inbox path) req/s", send_real["rps"], "x fictional send (target >= 0.9)",
          send_real["rps"] / send["rps"] if send["rps"] else None),
         ("  same, vs fictional via the same wrk Lua path", send_ctl["rps"], "x: non-fictional / this",
@@ -693,7 +723,7 @@ def main():
         r.pop("raw", None)
     results.update({
         "limits": {"rsa2048_signs_per_s": sign_rate, "nginx_static_json": nginx, "reply_bytes": reply_size, "keygen_ms": kg},
-        "send": send, "send_non_fictional": send_real, "send_fictional_lua_control": send_ctl, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures},
+        "send": send, "send_with_10_event_readers": send_subs, "send_non_fictional": send_real, "send_fictional_lua_control": send_ctl, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures},
         "mfa_flow": {**mfa, "flows_per_s": mfa_flows, "failures": mfa_failures, "sign_rate_around": mfa_sign_rate},
         "flow_data_dir": {**dflow, "flows_per_s": dflows, "pair_ratios": pair_ratios},
         "startup_ms": {"generated_key_first_200": gen_200, "signing_key_first_200": key_200,

@@ -23,6 +23,10 @@ enum ConnectionEvent: Sendable {
     case closeHook(UInt64, @Sendable () -> Void)
     /// The periodic timer: timeouts are decided against `now`.
     case tick(now: UInt64)
+    /// The stream of request number `k` has something (its source's `wake`).
+    case streamReady(UInt64)
+    /// A pull of the stream returned these bytes.
+    case pulled([UInt8], HTTPStreamPull, now: UInt64)
     /// The server is shutting down: finish what is in flight, keep nothing alive.
     case stop
 }
@@ -49,6 +53,12 @@ enum ConnectionAction: Sendable {
     case close
     /// Run these hooks (after `close`): the client left before its request was answered.
     case fireCloseHooks([@Sendable () -> Void])
+    /// Give the stream of request `k` its wake-up (`HTTPStreamSource.attach`).
+    case attachStream(any HTTPStreamSource, UInt64)
+    /// Pull up to `limit` bytes from the stream; feed back `.pulled`. Always the last action of a batch.
+    case pullStream(any HTTPStreamSource, limit: Int)
+    /// The stream is over: `HTTPStreamSource.detach`.
+    case detachStream(any HTTPStreamSource)
 }
 
 /// One connection as a value: the HTTP parser, buffers, pipelining (one request in flight, answers in order),
@@ -88,6 +98,19 @@ struct ConnectionState {
 
     let config: Config
     let remote: String
+
+    /// A streamed response in progress (the in-flight request stays in flight until it ends).
+    private struct Streaming {
+        let body: HTTPStreamBody
+        /// Pull when the output is below `streamLowWater`.
+        var wantsPull = true
+        var lastWrite: UInt64
+        let keepAliveNanos: UInt64
+    }
+    private var stream: Streaming? = nil
+    /// A stream is pulled only while less than this waits for the client.
+    static let streamLowWater = 64 * 1024
+    var isStreaming: Bool { stream != nil }
 
     private var input: [UInt8] = []
     private var inputStart = 0
@@ -167,14 +190,14 @@ struct ConnectionState {
         case .received(let bytes, let now):
             see(now)
             lastActivity = clock
-            if lingering { return }  // a closing connection drains and drops what the client still sends
+            if lingering || stream != nil { return }  // a streaming connection serves nothing else: input is dropped  // a closing connection drains and drops what the client still sends
             input.append(contentsOf: bytes)
             advance(&actions)
 
         case .endOfInput:
             readClosed = true
             // A lingering close is done; a deferred request that asked to know (a long poll) has lost its client.
-            if lingering || (inFlight != nil && !closeHooks.isEmpty) { return close(&actions) }
+            if lingering || stream != nil || (inFlight != nil && !closeHooks.isEmpty) { return close(&actions) }
             advance(&actions)
 
         case .hangup:
@@ -204,7 +227,20 @@ struct ConnectionState {
 
         case .responded(let number, let response, let now):
             see(now)
-            guard let f = inFlight, f.number == number else { return }  // stale or answered twice
+            guard let f = inFlight, f.number == number, stream == nil else {  // stale or answered twice
+                if let body = response.stream { actions.append(.detachStream(body.source)) }
+                return
+            }
+            if let body = response.stream, !stopping, !f.head {
+                // Close-delimited: the head now, the body as the source produces it; close hooks stay until the end.
+                startWriteClock()
+                response.serialize(into: &output, keepAlive: false, versionMinor: f.versionMinor, headOnly: true)
+                let ka = body.keepAliveSeconds <= 0 || body.keepAlive.isEmpty ? UInt64.max : UInt64(min(body.keepAliveSeconds, 1e6) * 1e9)
+                stream = Streaming(body: body, lastWrite: clock, keepAliveNanos: ka)
+                actions.append(.attachStream(body.source, number))
+                return advance(&actions)
+            }
+            if let body = response.stream { actions.append(.detachStream(body.source)) }  // HEAD, or stopping: the head only
             inFlight = nil
             closeHooks.removeAll()
             let keepAlive = f.keepAlive && !response.closeConnection && !stopping
@@ -225,8 +261,30 @@ struct ConnectionState {
             see(now)
             timeouts(&actions)
 
+        case .streamReady(let number):
+            guard var s = stream, let f = inFlight, f.number == number else { return }
+            s.wantsPull = true
+            stream = s
+            advance(&actions)
+
+        case .pulled(let bytes, let result, let now):
+            see(now)
+            guard var s = stream else { return }
+            if !bytes.isEmpty {
+                startWriteClock()
+                output.append(contentsOf: bytes)
+                s.lastWrite = clock
+            }
+            switch result {
+            case .more: s.wantsPull = true; stream = s
+            case .waiting: s.wantsPull = false; stream = s
+            case .finished: endStream(&actions)
+            }
+            advance(&actions)
+
         case .stop:
             stopping = true
+            if stream != nil { endStream(&actions); return advance(&actions) }
             if isIdle { close(&actions) }
         }
     }
@@ -243,6 +301,9 @@ struct ConnectionState {
     /// Decides the next step after any change: dispatch the next request, send, finish, or wait (with the right interest).
     private mutating func advance(_ actions: inout [ConnectionAction]) {
         if lingering { return setInterest(&actions) }
+        if let s = stream, s.wantsPull, pendingOutput < Self.streamLowWater {
+            return actions.append(.pullStream(s.body.source, limit: Self.streamLowWater - pendingOutput))
+        }
         if inFlight == nil && !closeAfterFlush && pendingOutput < config.outputHighWater && unreadInput > 0 {
             switch parser.parse(input, from: inputStart, remoteAddress: remote) {
             case .needMore:
@@ -323,9 +384,22 @@ struct ConnectionState {
         actions.append(.interest(wanted))
     }
 
+    /// The stream is over: detach its source; the connection closes once the output is sent (close hooks run then).
+    private mutating func endStream(_ actions: inout [ConnectionAction]) {
+        guard let s = stream else { return }
+        stream = nil
+        inFlight = nil
+        closeAfterFlush = true
+        actions.append(.detachStream(s.body.source))
+    }
+
     private mutating func close(_ actions: inout [ConnectionAction]) {
         closed = true
         actions.append(.close)
+        if let s = stream {
+            stream = nil
+            actions.append(.detachStream(s.body.source))
+        }
         if !closeHooks.isEmpty {
             actions.append(.fireCloseHooks(closeHooks))
             closeHooks = []
@@ -342,6 +416,17 @@ struct ConnectionState {
         if pendingOutput > 0 {
             // A client that reads nothing of its answer for this long is dropped.
             if elapsed(since: lastWriteProgress) > config.writeTimeout { close(&actions) }
+            return
+        }
+        if var s = stream {
+            // A quiet stream writes its keep-alive (a client or proxy that times out idle connections keeps it).
+            if elapsed(since: s.lastWrite) >= s.keepAliveNanos {
+                startWriteClock()
+                output.append(contentsOf: s.body.keepAlive)
+                s.lastWrite = clock
+                stream = s
+                advance(&actions)
+            }
             return
         }
         if inFlight != nil { return }

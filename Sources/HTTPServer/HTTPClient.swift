@@ -112,6 +112,56 @@ public enum HTTPClient {
         return try parseResponse(data)
     }
 
+    /// Sends a GET and hands the body to `onBody` as it arrives (a streamed response: Server-Sent Events, JSON lines)
+    /// until the server closes or `onBody` returns false. A non-2xx answer is read whole and returned with its body
+    /// (`onBody` is not called). `timeout` bounds connect and each read (a stream must send something that often).
+    public static func stream(url: String, headers: [(String, String)] = [], timeout: Double = 60,
+                              onBody: ([UInt8]) -> Bool) throws(ClientError) -> Response {
+        let (host, port, pathAndQuery) = try parseBase(url)
+        let fd = try connect(host: host, port: port, timeout: timeout)
+        defer { close(fd) }
+        var req = "GET \(pathAndQuery.isEmpty ? "/" : pathAndQuery) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\nUser-Agent: phone-auth\r\n"
+        for (k, v) in headers { req += "\(k): \(v)\r\n" }
+        req += "\r\n"
+        let bytes = Array(req.utf8)
+        var off = 0
+        while off < bytes.count {
+            switch bytes.withUnsafeBytes({ Posix.send(fd, UnsafeRawBufferPointer(rebasing: $0[off...])) }) {
+            case .bytes(let n): off += n
+            case .wouldBlock, .endOfStream: throw ClientError(description: "\(host):\(port) took nothing within \(timeout) s")
+            case .failed(let e): throw ClientError(description: "sending to \(host):\(port) failed: \(String(cString: strerror(e)))")
+            }
+        }
+        var data: [UInt8] = []
+        var head: Response? = nil
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            switch buf.withUnsafeMutableBytes({ Posix.receive(fd, into: $0) }) {
+            case .bytes(let n):
+                if let head {
+                    if !onBody(Array(buf[0..<n])) { return head }
+                    continue
+                }
+                data.append(contentsOf: buf[0..<n])
+                guard let end = findHeadEnd(data) else {
+                    if data.count > 1 << 20 { throw ClientError(description: "malformed HTTP response") }
+                    continue
+                }
+                let parsed = try parseResponse(data)
+                guard (200..<300).contains(parsed.status) else { continue }  // an error: read it whole
+                head = Response(status: parsed.status, headers: parsed.headers, body: [])
+                let rest = Array(data[(end + 4)...])
+                data = []
+                if !rest.isEmpty, !onBody(rest) { return head! }
+            case .endOfStream:
+                if let head { return head }
+                return try parseResponse(data)
+            case .wouldBlock: throw ClientError(description: "nothing from \(host):\(port) within \(timeout) s")
+            case .failed(let e): throw ClientError(description: "reading from \(host):\(port) failed: \(String(cString: strerror(e)))")
+            }
+        }
+    }
+
     static func parseResponse(_ data: [UInt8]) throws(ClientError) -> Response {
         guard let end = findHeadEnd(data) else { throw ClientError(description: "malformed HTTP response") }
         let head = String(decoding: data[0..<end], as: UTF8.self)

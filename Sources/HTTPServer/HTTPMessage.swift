@@ -79,6 +79,9 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// Close the connection after this response (set for HTTP-level errors).
     public var closeConnection: Bool
+    /// A body produced over time instead of `body` (see `HTTPStreamSource`): sent without `Content-Length`, then the
+    /// connection closes.
+    public var stream: HTTPStreamBody? = nil
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], closeConnection: Bool = false) {
         self.status = status
@@ -149,7 +152,7 @@ public struct HTTPResponse: Sendable {
             HTTPResponse.append(v, to: &out)
             out.append(0x0D); out.append(0x0A)
         }
-        if status != 204 && status != 304 {
+        if status != 204 && status != 304 && stream == nil {
             HTTPResponse.append("Content-Length: ", to: &out)
             HTTPResponse.appendDecimal(body.count, to: &out)
             out.append(0x0D); out.append(0x0A)
@@ -163,3 +166,41 @@ public struct HTTPResponse: Sendable {
         if !headOnly && status != 204 && status != 304 { out.append(contentsOf: body) }
     }
 }
+
+/// What a stream's source had when the loop pulled.
+public enum HTTPStreamPull: Sendable, Equatable {
+    /// It may have more now: the loop pulls again once the client has read what is pending.
+    case more
+    /// Nothing now: the source calls its `wake` when it has something.
+    case waiting
+    /// The body is complete: the connection closes once it is sent.
+    case finished
+}
+
+/// A response body produced over time (Server-Sent Events, JSON lines), sent close-delimited (`Connection: close`, no
+/// `Content-Length`). The connection's event loop pulls it only while the client reads (at most `streamLowWater`
+/// bytes wait in the connection), so a client that stops reading stops the pulling: the source's own bound then
+/// applies, never the server's memory.
+public protocol HTTPStreamSource: AnyObject, Sendable {
+    /// Called once on the event loop before the first pull; `wake` (any thread, cheap, coalesced) asks for a pull.
+    func attach(wake: @escaping @Sendable () -> Void)
+    /// Appends up to about `limit` bytes to `out`. Runs on the event loop: never block.
+    func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull
+    /// The stream is over (finished, client gone, server stopping, or never started): release everything. Called
+    /// exactly once per started stream, on the event loop; may also be called for a stream that never started.
+    func detach()
+}
+
+/// A streamed body: its source and the keep-alive the connection writes when nothing was sent for a while.
+public struct HTTPStreamBody: Sendable {
+    public let source: any HTTPStreamSource
+    /// Written when the stream was quiet for `keepAliveSeconds` (e.g. an SSE comment); empty: none.
+    public var keepAlive: [UInt8]
+    public var keepAliveSeconds: Double
+    public init(source: any HTTPStreamSource, keepAlive: [UInt8] = [], keepAliveSeconds: Double = 15) {
+        self.source = source
+        self.keepAlive = keepAlive
+        self.keepAliveSeconds = keepAliveSeconds
+    }
+}
+

@@ -138,6 +138,8 @@ struct Reply: Sendable {
     var raw: [UInt8]? = nil
     var contentType = "application/json; charset=utf-8"
     var headers: [(String, String)] = []
+    /// A body produced over time (the event stream): `raw` is ignored.
+    var stream: HTTPStreamBody? = nil
 
     init(_ json: JSON, status: Int = 200, headers: [(String, String)] = []) {
         self.json = json

@@ -15,6 +15,11 @@ enum EmulatorControls {
 
     static func clock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply { Reply(clockJSON(app)) }
 
+    /// `clock.changed` on every stream (the clock is server-wide).
+    static func clockChanged(_ app: PhoneAuthApp) {
+        app.emulator.events.broadcast(.clockChanged(offsetMillis: app.emulator.clock.offsetMillis, now: app.emulator.clock.nowMillis()))
+    }
+
     /// `{"seconds": N}` (0 ≤ N ≤ ten years, fractions allowed): every expiry, token `iat`/`exp` and rate window moves
     /// with it. The total offset stays within a hundred years (`clock:reset` returns to the real time).
     static func advanceClock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
@@ -26,11 +31,13 @@ enum EmulatorControls {
             throw AuthError.invalidArgument(
                 "The clock offset may not exceed \(EmulatorClock.maxOffsetMillis / 1000) seconds (100 years); POST /emulator/v1/clock:reset returns to the real time.")
         }
+        clockChanged(app)
         return Reply(clockJSON(app))
     }
 
     static func resetClock(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         app.emulator.clock.reset()
+        clockChanged(app)
         return Reply(clockJSON(app))
     }
 
@@ -51,6 +58,7 @@ enum EmulatorControls {
             return app.tokens.rotate(to: key)
         }
         app.logger.info("signing key rotated", [("kid", key.kid), ("retired", String(retired.count))])
+        app.emulator.events.broadcast(.keysRotated(kid: key.kid, retiredKids: retired.map(\.kid)))
         return Reply([
             "kid": .string(key.kid), "publishedKids": .array(app.tokens.publishedKeys.map { .string($0.kid) }),
             "retiredKids": .array(retired.map { .string($0.kid) }),

@@ -290,7 +290,9 @@ public final class PhoneAuthApp: HTTPResponder {
         headers.append(contentsOf: reply.headers)
         addCORS(&headers, request)
         let body = reply.raw ?? reply.json.map { $0.serialized() } ?? []
-        return HTTPResponse(status: reply.status, headers: headers, body: body)
+        var response = HTTPResponse(status: reply.status, headers: headers, body: body)
+        response.stream = reply.stream
+        return response
     }
 
     func render(error e: AuthError, for request: HTTPRequest) -> HTTPResponse {

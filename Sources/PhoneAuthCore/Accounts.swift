@@ -104,6 +104,7 @@ extension Emulator {
             try checkUserQuota(tx.store)
             let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
             tx.save(user)
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "admin"))
             return user
         }
     }
@@ -137,8 +138,10 @@ extension Emulator {
             user.lastLoginAt = authTime * 1000
             user.lastRefreshAt = now
             tx.save(user)
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: provider))
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: nil))
             return (user, token, provider, authTime)
         }
     }
@@ -164,6 +167,7 @@ extension Emulator {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
             guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
+            let old = user
             try Self.apply(changes, to: &user, in: tx.store, now: now)
             for p in deleteProviders {
                 switch p {
@@ -174,9 +178,11 @@ extension Emulator {
                 }
             }
             tx.save(user)
+            tx.emitUserChanges(from: old, to: user)
             guard let refresh else { return (user, nil) }
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: refresh.authTime, signInProvider: refresh.signInProvider)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: refresh.signInProvider, secondFactor: nil))
             return (user, token)
         }
     }
@@ -277,6 +283,7 @@ extension Emulator {
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
         try transaction(key) { tx throws(AuthError) in
             guard tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
+            tx.emit(.userDeleted(uid: localId))
         }
     }
 
@@ -292,6 +299,7 @@ extension Emulator {
                     continue
                 }
                 tx.deleteUser(id)
+                tx.emit(.userDeleted(uid: id))
             }
             return notDisabled
         }

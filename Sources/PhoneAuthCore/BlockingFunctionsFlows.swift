@@ -36,10 +36,13 @@ extension Emulator {
             }
             if let exp = session.expiresAt, now >= exp {
                 tx.deleteSession(sid)
+                tx.emit(.sessionExpired(phoneNumber: session.phoneNumber, session: sid))
+                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .sessionExpired, attemptsLeft: nil))
                 throw AuthError(.sessionExpired)
             }
             if let left = session.attemptsLeft, left <= 0 {
                 tx.deleteSession(sid)
+                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .tooManyAttemptsTryLater, attemptsLeft: 0))
                 throw AuthError(.tooManyAttemptsTryLater)
             }
             if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
@@ -50,9 +53,12 @@ extension Emulator {
                     session.attemptsLeft = left - 1
                     tx.save(session)
                 }
+                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .invalidCode,
+                                      attemptsLeft: session.attemptsLeft))
                 throw AuthError(.invalidCode)
             }
             tx.deleteSession(sid)  // single use, consumed before the account checks (as production)
+            tx.emit(.codeVerified(phoneNumber: session.phoneNumber, kind: .signIn, session: sid))
             phone = session.phoneNumber
             viaProof = false
         }
@@ -93,8 +99,10 @@ extension Emulator {
         var user = user
         user.lastRefreshAt = now  // a token is minted now (lookup's lastRefreshAt, as the official emulator)
         tx.save(user)
+        if isNewUser { tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "phone")) }
         let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
         tx.insertRefreshToken(token, record)
+        tx.emit(.tokensIssued(uid: user.localId, provider: "phone", secondFactor: nil))
         return .signedIn(user: user, isNewUser: isNewUser, refreshToken: token, authTime: now / 1000)
     }
 

@@ -9,11 +9,14 @@ public final class StoreBox: Sendable {
     let state: Locked<GuardedStore>
     /// Orders and commits journal changes (`--data-dir`); nil: in memory only.
     let committer: JournalCommitter?
+    /// This store's event log (Events.swift; shared with any earlier store of the same key).
+    let events: EventLog
 
     /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
-    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false) {
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog) {
         self.key = key
         self.committer = committer
+        self.events = events
         var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
         store.implicitTenant = implicit && key.tenantId != nil
         state = Locked(GuardedStore(store: store))
@@ -83,6 +86,8 @@ public final class StoreBox: Sendable {
     func attempt<T>(_ refreshTokens: Locked<RefreshTokenIndex>, _ registry: Locked<StoreRegistry>,
                     _ body: (inout StoreTransaction) throws(AuthError) -> T) throws(AuthError) -> Attempt<T> {
         var after: [@Sendable () -> Void] = []
+        var emitted: EventPayload? = nil
+        var moreEmitted: [EventPayload] = []
         var dep: UInt64 = 0
         var generation: UInt64 = 0
         var removedImplicit = false
@@ -112,10 +117,16 @@ public final class StoreBox: Sendable {
                 generation = c.failureGeneration.load(ordering: .acquiring)
             }
             after = tx.afterCommit
+            emitted = tx.event
+            moreEmitted = tx.moreEvents
             return result
         }
         guard let result = outcome else { return .removed(implicit: removedImplicit) }
         if let c = committer, dep != 0, !c.isSettled(dep, generation: generation) {
+            if let e = emitted {
+                let log = events, more = moreEmitted
+                after.insert({ log.publish(CollectionOfOne(e)); log.publish(more) }, at: 0)
+            }
             if let scope = DurabilityScope.current {
                 scope.note(dep, generation: generation)
                 if !after.isEmpty {
@@ -127,6 +138,10 @@ public final class StoreBox: Sendable {
                 for h in after { h() }
             }
         } else {
+            if let e = emitted {
+                events.publish(CollectionOfOne(e))
+                events.publish(moreEmitted)
+            }
             for h in after { h() }
         }
         return .ran(try result.get())
@@ -173,6 +188,8 @@ public final class Emulator: Sendable {
     private let orphanWaiters = Locked(OrphanWaiters())
     /// Waiters in `orphanWaiters` (read without its lock on every send).
     private let orphanTotal = Atomic<Int>(0)
+    /// Every store's event log, the event ids and the subscriber cap (Events.swift).
+    public let events: EventHub
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
@@ -189,6 +206,8 @@ public final class Emulator: Sendable {
         self.clock = clock
         self.random = random
         self.logger = logger
+        let events = EventHub(clock: clock)
+        self.events = events
         refreshSequence = Atomic(UInt64(max(0, clock.nowMillis())) &* 1000)
         let stores = Locked(StoreRegistry()), refreshTokens = Locked(RefreshTokenIndex())
         self.stores = stores
@@ -196,7 +215,7 @@ public final class Emulator: Sendable {
         let committer = journal.map { JournalCommitter(journal: $0, logger: logger, refreshTokens: refreshTokens, registry: stores) }
         self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
-        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer)
+        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer, events: events.log(key, pinned: true))
         stores.withLock { $0.insert(defaultStore) }
     }
 
@@ -218,12 +237,12 @@ public final class Emulator: Sendable {
         guard Identifiers.isValid(key) else {
             logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
                                                                           ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
-            return StoreBox(key: key, config: config, committer: committer)
+            return StoreBox(key: key, config: config, committer: committer, events: EventLog(key: key, hub: events, pinned: true))  // never registered
         }
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
             if let s = r.boxes[key] { return s }
-            let s = StoreBox(key: key, config: config, committer: committer, implicit: true)
+            let s = StoreBox(key: key, config: config, committer: committer, implicit: true, events: events.log(key, pinned: true))
             r.insert(s)
             return s
         }
@@ -266,9 +285,9 @@ public final class Emulator: Sendable {
                     throw AuthError(.quotaExceeded, "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
                 }
                 if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject { return false }
-                if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: self.committer)) }
+                if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: self.committer, events: self.events.log(project, pinned: true))) }
                 if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig {
-                    r.insert(StoreBox(key: key, config: tenantConfig, committer: self.committer, implicit: !explicit))
+                    r.insert(StoreBox(key: key, config: tenantConfig, committer: self.committer, implicit: !explicit, events: self.events.log(key, pinned: true)))
                 }
                 return true
             }
@@ -387,6 +406,7 @@ public final class Emulator: Sendable {
                 sequence: tx.nextSequence)
             tx.nextSequence += 1
             tx.save(session)
+            tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: .signIn, session: id, fictional: preset != nil, code: code))
             tx.sweepExpiredSessions(now: now)
             notifyWaiters(&tx, session)
             return (session, preset != nil)
@@ -644,6 +664,7 @@ public final class Emulator: Sendable {
             if let vs = u.validSince, rec.issuedAt < vs { throw AuthError(.tokenExpired) }
             u.lastRefreshAt = now
             tx.save(u)
+            tx.emit(.tokensRefreshed(uid: u.localId))
             return u
         }
         return (rec, user)
@@ -662,6 +683,7 @@ public final class Emulator: Sendable {
             outcome = try transaction(key) { tx throws(AuthError) -> Result<ProjectConfig, ConfigError> in
                 var updated = tx.store.config
                 do throws(ConfigError) { try updated.apply(json) } catch { return .failure(error) }
+                tx.emitConfigChange(from: tx.store.config, to: updated)
                 tx.setConfig(updated)
                 return .success(updated)
             }
@@ -677,13 +699,19 @@ public final class Emulator: Sendable {
         try transaction(key) { tx throws(AuthError) -> T in
             var config = tx.store.config, tenant = tx.store.tenant
             let result = try body(&config, &tenant)
-            if config != tx.store.config || tenant != tx.store.tenant { tx.setConfig(config, tenant: tenant) }
+            if config != tx.store.config || tenant != tx.store.tenant {
+                tx.emitConfigChange(from: tx.store.config, to: config, tenantChanged: tenant != tx.store.tenant)
+                tx.setConfig(config, tenant: tenant)
+            }
             return result
         }
     }
 
     public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try transaction(key) { tx throws(AuthError) in tx.setConfig(config) }
+        try transaction(key) { tx throws(AuthError) in
+            tx.emitConfigChange(from: tx.store.config, to: config)
+            tx.setConfig(config)
+        }
     }
 
     /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none

@@ -71,7 +71,10 @@ extension Emulator {
     static func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
         let settings = tx.store.config.phoneAuth
         if settings.appVerification == .enforce {
-            try verifyApp(&tx.credentials, credentials, now: now)
+            do throws(AuthError) { try verifyApp(&tx.credentials, credentials, now: now) } catch {
+                tx.emit(.appVerificationFailed(reason: error.code, phoneNumber: phone.e164))
+                throw error
+            }
         }
         guard tx.store.config.smsRegion.allows(region: phone.region) else { throw regionBlocked }
         let perPhone = settings.perPhoneNumber, perIP = settings.perIp, quota = settings.smsQuota
@@ -79,17 +82,26 @@ extension Emulator {
             var times = tx.windows.perPhone[phone.e164] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000)
             tx.windows.perPhone[phone.e164] = times
-            if n >= perPhone.max { throw AuthError(.tooManyAttemptsTryLater) }
+            if n >= perPhone.max {
+                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: nil))
+                throw AuthError(.tooManyAttemptsTryLater)
+            }
         }
         if perIP.max > 0, let ip = clientIP {
             var times = tx.windows.perIP[ip] ?? []
             let n = SendWindows.count(&times, now: now, windowMillis: Int64(perIP.perSeconds) * 1000)
             tx.windows.perIP[ip] = times
-            if n >= perIP.max { throw AuthError(.tooManyAttemptsTryLater) }
+            if n >= perIP.max {
+                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: ip))
+                throw AuthError(.tooManyAttemptsTryLater)
+            }
         }
         if quota.max > 0 {
             let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
-            if n >= quota.max { throw AuthError(.quotaExceeded, "Exceeded quota.") }
+            if n >= quota.max {
+                tx.emit(.limitHit(limit: .quotaExceeded, phoneNumber: phone.e164, ip: nil))
+                throw AuthError(.quotaExceeded, "Exceeded quota.")
+            }
         }
         if perPhone.max > 0 { tx.windows.perPhone[phone.e164, default: []].append(now) }
         if perIP.max > 0, let ip = clientIP { tx.windows.perIP[ip, default: []].append(now) }

@@ -92,6 +92,9 @@ public struct StoreTransaction {
     var removeStore = false
     /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
     var afterCommit: [@Sendable () -> Void] = []
+    /// Events published once the transaction is applied (Events.swift): the first without an array.
+    var event: EventPayload? = nil
+    var moreEvents: [EventPayload] = []
 
     init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
         self.key = box.key
@@ -310,6 +313,18 @@ public struct StoreTransaction {
 
     /// Runs `body` once the changes are durable (never if the commit fails), outside the store lock.
     public mutating func onCommit(_ body: @escaping @Sendable () -> Void) { afterCommit.append(body) }
+
+    /// Emits an event of this store: published when the transaction is applied (with a journal: once it is durable;
+    /// never if it is rolled back), also when the body then throws (what it recorded commits; see `StoreBox.attempt`).
+    public mutating func emit(_ payload: EventPayload) {
+        if event == nil { event = payload } else { moreEvents.append(payload) }
+    }
+
+    /// The events emitted, in order.
+    var events: [EventPayload] {
+        guard let event else { return [] }
+        return [event] + moreEvents
+    }
 }
 
 /// What a request depends on: tickets it wrote and the pending tickets of stores it read. `PhoneAuthApp` binds one

@@ -20,6 +20,10 @@ struct Harness {
     var closed = false
     var shutWrite = false
     var firedHooks: [@Sendable () -> Void] = []
+    /// Streams attached (with the request number) and detached, and the wake-up of the last attached one.
+    var attached: [UInt64] = []
+    var detached = 0
+    var wake: (@Sendable () -> Void)? = nil
     /// Answers at once when it returns a response; nil defers (the test answers with `respond`).
     var responder: (HTTPRequest) -> HTTPResponse? = { r in HTTPResponse(status: 200, body: Array("\(r.method) \(r.path)".utf8)) }
 
@@ -67,6 +71,17 @@ struct Harness {
                     XCTAssertTrue(closed, "hooks run after the close")
                     firedHooks += hooks
                     for h in hooks { h() }
+                case .attachStream(let source, let n):
+                    attached.append(n)
+                    source.attach { }
+                case .pullStream(let source, let limit):
+                    XCTAssertEqual(i, actions.count - 1, "pull ends a batch")
+                    var bytes: [UInt8] = []
+                    let r = source.pull(into: &bytes, limit: limit)
+                    next = .pulled(bytes, r, now: now)
+                case .detachStream(let source):
+                    detached += 1
+                    source.detach()
                 }
             }
         }

@@ -1,0 +1,119 @@
+import EmulatorSupport
+import HTTPServer
+import PhoneAuthCore
+
+/// `GET /emulator/v1/projects/{p}[/tenants/{t}]/events`: the store's events as Server-Sent Events (default) or JSON
+/// lines (`?format=jsonl`). `Last-Event-ID` / `?since=ID` replays the retained events after ID (`since=0`: all of
+/// them), then goes live; `?type=` filters (repeatable or comma-separated, `user.*` prefixes); `?follow=false`
+/// answers what is retained and closes. Events are rendered here, when the connection pulls them
+/// (PhoneAuthCore/Events.swift keeps them unrendered).
+enum EventStream {
+    enum Format: Sendable { case sse, jsonl }
+
+    /// The SSE keep-alive comment and its period.
+    static let keepAlive = Array(": keep-alive\n\n".utf8)
+    static let keepAliveSeconds = 15.0
+
+    static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = StoreKey(projectId: call.projectId, tenantId: call.pathTenant)
+        let format: Format
+        switch call.queryValue("format") {
+        case nil, "sse": format = .sse
+        case "jsonl", "ndjson": format = .jsonl
+        default: throw AuthError.invalidArgument("format must be \"sse\" or \"jsonl\".")
+        }
+        var since: UInt64? = nil
+        if let raw = call.request.headers["last-event-id"] ?? call.queryValue("since") {
+            let text = raw.trimmingSpaces()
+            guard text.utf8.count <= 20, let id = UInt64(text) else {
+                throw AuthError.invalidArgument("since (or Last-Event-ID) must be an event id: a non-negative integer.")
+            }
+            since = id
+        }
+        let follow: Bool
+        switch call.queryValue("follow") {
+        case nil, "true", "1": follow = true
+        case "false", "0": follow = false
+        default: throw AuthError.invalidArgument("follow must be true or false.")
+        }
+        let filter = try EventFilter(parsing: call.queryValues("type"))
+        let subscription = try app.emulator.events.subscribe(key, since: since, filter: filter, follow: follow)
+        let source = EventStreamSource(subscription, format: format, key: key, clock: app.emulator.clock)
+        var reply = Reply(status: 200, raw: [], contentType: format == .sse ? "text/event-stream; charset=utf-8" : "application/x-ndjson; charset=utf-8",
+                          headers: [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
+        reply.stream = HTTPStreamBody(source: source, keepAlive: format == .sse ? keepAlive : [], keepAliveSeconds: keepAliveSeconds)
+        return reply
+    }
+
+    /// One event as the wire carries it: an SSE block (`id:`, `event:`, `data:`) or one JSON line. A `dropped`
+    /// notice is not a logged event: it has no id (and no `id:` line, so `Last-Event-ID` stays on the last event).
+    static func render(_ event: EmulatorEvent, key: StoreKey, format: Format, into out: inout [UInt8]) {
+        var json = event.json(key)
+        if case .dropped = event.payload, case .object(var o) = json {
+            o["id"] = nil
+            json = .object(o)
+        }
+        frame(event, json.serialized(), format: format, into: &out)
+    }
+
+    /// Wraps an event's JSON for the wire.
+    static func frame(_ event: EmulatorEvent, _ data: [UInt8], format: Format, into out: inout [UInt8]) {
+        switch format {
+        case .jsonl:
+            out.append(contentsOf: data)
+            out.append(0x0A)
+        case .sse:
+            if case .dropped = event.payload {} else { append("id: \(event.id)\n", &out) }
+            append("event: \(event.type)\ndata: ", &out)
+            out.append(contentsOf: data)
+            append("\n\n", &out)
+        }
+    }
+
+    private static func append(_ s: String, _ out: inout [UInt8]) { out.append(contentsOf: s.utf8) }
+}
+
+/// Feeds one subscription to one connection: reads (and renders) only when the connection pulls.
+final class EventStreamSource: HTTPStreamSource {
+    let subscription: EventSubscription
+    let format: EventStream.Format
+    let key: StoreKey
+    let clock: EmulatorClock
+
+    init(_ subscription: EventSubscription, format: EventStream.Format, key: StoreKey, clock: EmulatorClock) {
+        self.subscription = subscription
+        self.format = format
+        self.key = key
+        self.clock = clock
+    }
+
+    func attach(wake: @escaping @Sendable () -> Void) { subscription.setWake(wake) }
+
+    func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull {
+        while true {
+            let batch = subscription.read(max: 64)
+            if batch.dropped > 0 {
+                EventStream.render(EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)),
+                                   key: key, format: format, into: &out)
+            }
+            for (e, cached) in zip(batch.events, batch.rendered) {
+                var data = cached
+                if data.isEmpty {
+                    data = e.json(key).serialized()
+                    subscription.log.keepRendered(e, data)
+                }
+                EventStream.frame(e, data, format: format, into: &out)
+            }
+            switch batch.status {
+            case .more: if out.count >= limit { return .more }
+            case .waiting: return .waiting
+            case .finished: return .finished
+            }
+        }
+    }
+
+    func detach() {
+        subscription.setWake(nil)
+        subscription.cancel()
+    }
+}

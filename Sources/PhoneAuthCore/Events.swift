@@ -1,0 +1,537 @@
+import EmulatorSupport
+import Synchronization
+
+// # The event log
+//
+// Every project and tenant has an `EventLog`: a ring of its last `EventHub.capacityPerStore` events (10,000), each
+// with an id from one server-wide counter (so ids increase across all stores and an id names one event) and the
+// emulator clock's time. Domain code emits into the transaction that did the thing (`StoreTransaction.emit`): the
+// events are published when the transaction is applied — at once without a journal, after the commit with one, never
+// when it is rolled back. Events of things outside any store transaction (clock, keys) use `EventHub.emit` / `broadcast`.
+//
+// Emitting costs a small enum appended under the log's lock: no JSON, no strings (a session id stays 16 bytes). Events
+// are rendered only when a subscriber or a replay reads them (PhoneAuthAPI/EventStream.swift).
+//
+// A subscriber is a cursor into its store's ring, not a copy: a reader that falls behind by more than the ring holds
+// loses the oldest events, and its next read starts with how many of the events it asked for (its type filter) it
+// missed (`dropped`). So a stuck subscriber costs the emitter nothing and memory stays at one ring per store. The
+// emitter wakes only subscribers that said they wait (`read` found nothing), once, outside the lock.
+
+/// What happened, with its fields (the event contract: /emulator/v1/projects/{p}/events).
+public enum EventPayload: Sendable, Equatable {
+    case codeSent(phoneNumber: String, kind: VerificationSession.Kind, session: SessionID, fictional: Bool, code: String)
+    case codeVerified(phoneNumber: String, kind: VerificationSession.Kind, session: SessionID)
+    case codeRejected(phoneNumber: String, kind: VerificationSession.Kind, session: SessionID, reason: AuthError.Code, attemptsLeft: Int32?)
+    case sessionExpired(phoneNumber: String, session: SessionID)
+    case userCreated(uid: String, phoneNumber: String?, email: String?, provider: String)
+    case userUpdated(uid: String, fields: [String])
+    case userDisabled(uid: String)
+    case userEnabled(uid: String)
+    case userDeleted(uid: String)
+    case tokensIssued(uid: String, provider: String, secondFactor: String?)
+    case tokensRefreshed(uid: String)
+    case tokensRevoked(uid: String)
+    case limitHit(limit: AuthError.Code, phoneNumber: String?, ip: String?)
+    case appVerificationFailed(reason: AuthError.Code, phoneNumber: String?)
+    case configChanged(fields: [String])
+    case keysRotated(kid: String, retiredKids: [String])
+    case clockChanged(offsetMillis: Int64, now: Int64)
+    case mfaEnrolled(uid: String, mfaEnrollmentId: String, phoneNumber: String)
+    case mfaWithdrawn(uid: String, mfaEnrollmentId: String)
+    case oobSent(email: String, requestType: String, oobCode: String)
+    case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
+    /// This subscriber missed `count` events (the ring overwrote them before it read them).
+    case dropped(count: Int)
+
+    /// The event's `type`.
+    public var type: String {
+        switch self {
+        case .codeSent: "code.sent"
+        case .codeVerified: "code.verified"
+        case .codeRejected: "code.rejected"
+        case .sessionExpired: "session.expired"
+        case .userCreated: "user.created"
+        case .userUpdated: "user.updated"
+        case .userDisabled: "user.disabled"
+        case .userEnabled: "user.enabled"
+        case .userDeleted: "user.deleted"
+        case .tokensIssued: "tokens.issued"
+        case .tokensRefreshed: "tokens.refreshed"
+        case .tokensRevoked: "tokens.revoked"
+        case .limitHit: "limit.hit"
+        case .appVerificationFailed: "appVerification.failed"
+        case .configChanged: "config.changed"
+        case .keysRotated: "keys.rotated"
+        case .clockChanged: "clock.changed"
+        case .mfaEnrolled: "mfa.enrolled"
+        case .mfaWithdrawn: "mfa.withdrawn"
+        case .oobSent: "oob.sent"
+        case .blockingFunctionCalled: "blockingFunction.called"
+        case .dropped: "dropped"
+        }
+    }
+
+    /// Every type, for validating filters.
+    public static let types: [String] = [
+        "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
+        "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
+        "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
+        "oob.sent", "blockingFunction.called", "dropped",
+    ]
+
+    static func kindName(_ k: VerificationSession.Kind) -> String {
+        switch k {
+        case .signIn: "signIn"
+        case .mfaEnrollment: "mfaEnrollment"
+        case .mfaSignIn: "mfaSignIn"
+        }
+    }
+
+    /// The type-specific fields, in the contract's order (absent ones left out).
+    public var fields: [(String, JSON)] {
+        switch self {
+        case .codeSent(let phone, let kind, let session, let fictional, let code):
+            var f: [(String, JSON)] = [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))),
+                                       ("sessionInfo", .string(session.text)), ("fictional", .bool(fictional))]
+            if !fictional { f.append(("code", .string(code))) }
+            return f
+        case .codeVerified(let phone, let kind, let session):
+            return [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))), ("sessionInfo", .string(session.text))]
+        case .codeRejected(let phone, let kind, let session, let reason, let left):
+            var f: [(String, JSON)] = [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))),
+                                       ("sessionInfo", .string(session.text)), ("reason", .string(reason.rawValue))]
+            if let left { f.append(("attemptsLeft", .int(left))) }
+            return f
+        case .sessionExpired(let phone, let session):
+            return [("phoneNumber", .string(phone)), ("sessionInfo", .string(session.text))]
+        case .userCreated(let uid, let phone, let email, let provider):
+            var f: [(String, JSON)] = [("uid", .string(uid))]
+            if let phone { f.append(("phoneNumber", .string(phone))) }
+            if let email { f.append(("email", .string(email))) }
+            f.append(("provider", .string(provider)))
+            return f
+        case .userUpdated(let uid, let fields):
+            return [("uid", .string(uid)), ("fields", .array(fields.map { .string($0) }))]
+        case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid):
+            return [("uid", .string(uid))]
+        case .tokensIssued(let uid, let provider, let second):
+            var f: [(String, JSON)] = [("uid", .string(uid)), ("provider", .string(provider))]
+            if let second { f.append(("secondFactor", .string(second))) }
+            return f
+        case .limitHit(let limit, let phone, let ip):
+            var f: [(String, JSON)] = [("limit", .string(limit.rawValue))]
+            if let phone { f.append(("phoneNumber", .string(phone))) }
+            if let ip { f.append(("ip", .string(ip))) }
+            return f
+        case .appVerificationFailed(let reason, let phone):
+            var f: [(String, JSON)] = [("reason", .string(reason.rawValue))]
+            if let phone { f.append(("phoneNumber", .string(phone))) }
+            return f
+        case .configChanged(let fields):
+            return [("fields", .array(fields.map { .string($0) }))]
+        case .keysRotated(let kid, let retired):
+            return [("kid", .string(kid)), ("retiredKids", .array(retired.map { .string($0) }))]
+        case .clockChanged(let offset, let now):
+            return [("offsetMillis", .int(offset)), ("now", .string(Timestamp.rfc3339(millis: now)))]
+        case .mfaEnrolled(let uid, let id, let phone):
+            return [("uid", .string(uid)), ("mfaEnrollmentId", .string(id)), ("phoneNumber", .string(phone))]
+        case .mfaWithdrawn(let uid, let id):
+            return [("uid", .string(uid)), ("mfaEnrollmentId", .string(id))]
+        case .oobSent(let email, let type, let code):
+            return [("email", .string(email)), ("requestType", .string(type)), ("oobCode", .string(code))]
+        case .blockingFunctionCalled(let event, let uri, let ms, let outcome):
+            return [("event", .string(event)), ("uri", .string(uri)), ("durationMs", .int(ms)), ("outcome", .string(outcome))]
+        case .dropped(let count):
+            return [("count", .int(count))]
+        }
+    }
+}
+
+/// One published event.
+public struct EmulatorEvent: Sendable, Equatable {
+    /// Server-wide, strictly increasing (0 only for a `dropped` notice, which is not in any ring).
+    public let id: UInt64
+    /// The emulator clock when it was published (epoch milliseconds).
+    public let time: Int64
+    public let payload: EventPayload
+
+    public var type: String { payload.type }
+
+    public init(id: UInt64, time: Int64, payload: EventPayload) {
+        self.id = id
+        self.time = time
+        self.payload = payload
+    }
+
+    /// The contract's object: `{"id", "type", "time", "project", "tenant"?, …fields}`.
+    public func json(_ key: StoreKey) -> JSON {
+        var o = JSONObject()
+        o["id"] = .int(id)
+        o["type"] = .string(payload.type)
+        o["time"] = .string(Timestamp.rfc3339(millis: time))
+        o["project"] = .string(key.projectId)
+        if let t = key.tenantId { o["tenant"] = .string(t) }
+        for (k, v) in payload.fields { o[k] = v }
+        return .object(o)
+    }
+}
+
+/// Which event types a subscriber wants: exact names, or prefixes (`user.*`). Empty: all.
+public struct EventFilter: Sendable, Equatable {
+    public private(set) var exact: Set<String> = []
+    public private(set) var prefixes: [String] = []
+    public init() {}
+
+    /// At most this many patterns per filter.
+    public static let maxPatterns = 32
+
+    /// Parses `?type=` values (each may be a comma-separated list). A pattern is a known type, or letters and dots
+    /// ending in `*` (a prefix); anything else is `INVALID_ARGUMENT`.
+    public init(parsing values: [String]) throws(AuthError) {
+        var seen = 0
+        for v in values {
+            for raw in v.split(separator: ",", omittingEmptySubsequences: true) {
+                let p = raw.trimmingSpaces()
+                if p.isEmpty { continue }
+                seen += 1
+                guard seen <= Self.maxPatterns else {
+                    throw AuthError.invalidArgument("At most \(Self.maxPatterns) type filters.")
+                }
+                if p.hasSuffix("*") {
+                    let prefix = String(p.dropLast())
+                    guard prefix.utf8.count <= 64, prefix.utf8.allSatisfy({ Self.isNameByte($0) }) else {
+                        throw AuthError.invalidArgument("Invalid type filter: a type (e.g. code.sent) or a prefix ending in * (e.g. user.*).")
+                    }
+                    if prefix.isEmpty { self = EventFilter(); return }  // `*`: everything
+                    prefixes.append(prefix)
+                } else {
+                    guard EventPayload.types.contains(p) else {
+                        throw AuthError.invalidArgument("Unknown event type \"\(Identifiers.printable(p, limit: 64))\"; known: \(EventPayload.types.joined(separator: ", ")).")
+                    }
+                    exact.insert(p)
+                }
+            }
+        }
+    }
+
+    static func isNameByte(_ b: UInt8) -> Bool {
+        (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || b == UInt8(ascii: ".")
+    }
+
+    public var isAll: Bool { exact.isEmpty && prefixes.isEmpty }
+
+    public func matches(_ type: String) -> Bool {
+        if isAll || exact.contains(type) { return true }
+        for p in prefixes where type.hasPrefix(p) { return true }
+        return false
+    }
+}
+
+/// Server-wide: the id counter, the subscriber cap, and every store's log.
+public final class EventHub: Sendable {
+    /// Events a store's ring keeps.
+    public static let capacityPerStore = 10_000
+    /// Subscribers (open event streams) in all.
+    public static let maxSubscribers = 64
+
+    public let capacity: Int
+    public let maxSubscribers: Int
+    let clock: EmulatorClock
+    let ids = Atomic<UInt64>(0)
+    let subscriberCount = Atomic<Int>(0)
+    private let logs = Locked<[StoreKey: EventLog]>([:])
+
+    public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers) {
+        self.clock = clock
+        self.capacity = max(1, capacity)
+        self.maxSubscribers = max(0, maxSubscribers)
+    }
+
+    /// The log of a store (created on first use). `pinned`: a store holds it (never reclaimed while empty).
+    func log(_ key: StoreKey, pinned: Bool) -> EventLog {
+        logs.withLock { m in
+            if let l = m[key] {
+                if pinned { l.pin() }
+                return l
+            }
+            let l = EventLog(key: key, hub: self, pinned: pinned)
+            m[key] = l
+            return l
+        }
+    }
+
+    /// A log with no store, no events and no subscriber is dropped (subscriptions to names never used cost nothing).
+    func release(_ log: EventLog) {
+        logs.withLock { m in
+            if m[log.key] === log, log.isDisposable { m[log.key] = nil }
+        }
+    }
+
+    /// Publishes an event of `key` now (for things that happen outside a store transaction; inside one, use
+    /// `StoreTransaction.emit`, which publishes only once the transaction is applied).
+    public func emit(_ key: StoreKey, _ payload: EventPayload) {
+        log(key, pinned: false).publish(CollectionOfOne(payload))
+    }
+
+    /// Publishes a server-wide event (clock, keys) on every store's stream that exists.
+    public func broadcast(_ payload: EventPayload) {
+        let all = logs.withLock { Array($0.values) }
+        for l in all { l.publish(CollectionOfOne(payload)) }
+    }
+
+    /// Open subscriptions, across stores.
+    public var subscribers: Int { subscriberCount.load(ordering: .relaxed) }
+
+    /// Subscribes to `key`'s events. `since`: replay the retained events with a larger id first (nil: start live).
+    /// `follow` false: the subscription ends after what is retained now. `wake` is called (from any thread, outside
+    /// every lock) when an event arrives for a reader that found nothing.
+    /// - Throws: `RESOURCE_EXHAUSTED` past `maxSubscribers`.
+    public func subscribe(_ key: StoreKey, since: UInt64?, filter: EventFilter, follow: Bool) throws(AuthError) -> EventSubscription {
+        let taken = subscriberCount.wrappingAdd(1, ordering: .relaxed).newValue
+        guard taken <= maxSubscribers else {
+            subscriberCount.wrappingSubtract(1, ordering: .relaxed)
+            throw AuthError(.resourceExhausted, "Too many event streams are open (at most \(maxSubscribers)).")
+        }
+        let l = log(key, pinned: false)
+        return l.subscribe(since: since, filter: filter, follow: follow)
+    }
+}
+
+/// One store's ring of events and its subscribers.
+public final class EventLog: Sendable {
+    public let key: StoreKey
+    private unowned let hub: EventHub
+
+    struct Sub {
+        var cursor: UInt64
+        /// Ends here (`follow=false`); nil: live.
+        var until: UInt64?
+        var dropped = 0
+        var needsWake = false
+        var wake: (@Sendable () -> Void)? = nil
+        let filter: EventFilter
+    }
+
+    struct State {
+        /// `ring[seq % capacity]`; grows to `capacity`.
+        var ring: [EmulatorEvent] = []
+        /// Each event's JSON once a reader rendered it (empty: not yet), beside `ring`: ten subscribers render once.
+        var rendered: [[UInt8]] = []
+        /// The sequence number (per log) of the oldest retained event.
+        var first: UInt64 = 0
+        var subs: [ObjectIdentifier: Sub] = [:]
+        var pinned: Bool
+        var next: UInt64 { first + UInt64(ring.count) }
+    }
+    private let state: Locked<State>
+
+    init(key: StoreKey, hub: EventHub, pinned: Bool) {
+        self.key = key
+        self.hub = hub
+        state = Locked(State(pinned: pinned))
+    }
+
+    func pin() { state.withLock { $0.pinned = true } }
+
+    var isDisposable: Bool { state.withLock { !$0.pinned && $0.ring.isEmpty && $0.subs.isEmpty } }
+
+    /// Retained events (tests and diagnostics).
+    public var retained: [EmulatorEvent] {
+        state.withLock { s in (s.first..<s.next).map { s.ring[Int($0 % UInt64(hub.capacity))] } }
+    }
+
+    /// Appends events with fresh ids and the clock's time; wakes waiting subscribers (after the lock).
+    func publish<C: Collection>(_ payloads: C) where C.Element == EventPayload {
+        guard !payloads.isEmpty else { return }
+        let time = hub.clock.nowMillis()
+        let cap = hub.capacity
+        var wakes: [@Sendable () -> Void] = []
+        state.withLock { s in
+            for p in payloads {
+                let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
+                if s.ring.count < cap {
+                    s.ring.append(event)
+                    s.rendered.append([])
+                } else {
+                    let slot = Int(s.first % UInt64(cap))
+                    if !s.subs.isEmpty {
+                        // The oldest event leaves: readers that had not read it missed it.
+                        let gone = s.ring[slot], seq = s.first
+                        for (k, var sub) in s.subs where sub.cursor <= seq {
+                            if sub.filter.matches(gone.type) && (sub.until.map { seq < $0 } ?? true) { sub.dropped += 1 }
+                            sub.cursor = seq + 1
+                            s.subs[k] = sub
+                        }
+                    }
+                    s.ring[slot] = event
+                    s.rendered[slot] = []
+                    s.first += 1
+                }
+                if !s.subs.isEmpty {
+                    for (k, var sub) in s.subs where sub.needsWake && sub.until == nil && sub.filter.matches(p.type) {
+                        sub.needsWake = false
+                        if let w = sub.wake { wakes.append(w) }
+                        s.subs[k] = sub
+                    }
+                }
+            }
+        }
+        for w in wakes { w() }
+    }
+
+    func subscribe(since: UInt64?, filter: EventFilter, follow: Bool) -> EventSubscription {
+        let sub = EventSubscription(log: self)
+        state.withLock { s in
+            var cursor = s.next
+            if let since {
+                // The first retained event with a larger id (ids increase along the ring).
+                var lo = s.first, hi = s.next
+                let cap = UInt64(hub.capacity)
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2
+                    if s.ring[Int(mid % cap)].id <= since { lo = mid + 1 } else { hi = mid }
+                }
+                cursor = lo
+            }
+            s.subs[ObjectIdentifier(sub)] = Sub(cursor: cursor, until: follow ? nil : s.next, filter: filter)
+        }
+        return sub
+    }
+
+    func setWake(_ sub: EventSubscription, _ wake: (@Sendable () -> Void)?) {
+        state.withLock { s in s.subs[ObjectIdentifier(sub)]?.wake = wake }
+    }
+
+    func read(_ sub: EventSubscription, max: Int) -> EventSubscription.Batch {
+        let cap = UInt64(hub.capacity)
+        let scanLimit = 4096
+        return state.withLock { s -> EventSubscription.Batch in
+            guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], rendered: [], dropped: 0, status: .finished) }
+            var out: [EmulatorEvent] = []
+            var rendered: [[UInt8]] = []
+            let dropped = me.dropped
+            me.dropped = 0
+            if me.cursor < s.first { me.cursor = s.first }
+            let end = min(s.next, me.until ?? s.next)
+            var scanned = 0
+            while me.cursor < end && out.count < max && scanned < scanLimit {
+                let slot = Int(me.cursor % cap)
+                let e = s.ring[slot]
+                if me.filter.matches(e.type) {
+                    out.append(e)
+                    rendered.append(s.rendered[slot])
+                }
+                me.cursor += 1
+                scanned += 1
+            }
+            let status: EventSubscription.Status
+            if me.cursor < end {
+                status = .more
+            } else if me.until != nil {
+                status = .finished
+            } else {
+                status = out.isEmpty && dropped == 0 ? .waiting : .more
+                if status == .waiting { me.needsWake = true }
+            }
+            s.subs[ObjectIdentifier(sub)] = me
+            return .init(events: out, rendered: rendered, dropped: dropped, status: status)
+        }
+    }
+
+    /// Keeps an event's rendered JSON for the next reader (if the event is still in the ring).
+    public func keepRendered(_ event: EmulatorEvent, _ json: [UInt8]) {
+        let cap = UInt64(hub.capacity)
+        state.withLock { s in
+            guard event.id >= (s.ring.isEmpty ? 0 : s.ring[Int(s.first % cap)].id) else { return }
+            // Ids increase along the ring: find the slot by binary search.
+            var lo = s.first, hi = s.next
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2
+                if s.ring[Int(mid % cap)].id < event.id { lo = mid + 1 } else { hi = mid }
+            }
+            if lo < s.next, s.ring[Int(lo % cap)].id == event.id { s.rendered[Int(lo % cap)] = json }
+        }
+    }
+
+    func cancel(_ sub: EventSubscription) -> Bool {
+        let removed = state.withLock { s in s.subs.removeValue(forKey: ObjectIdentifier(sub)) != nil }
+        if removed { hub.release(self) }
+        return removed
+    }
+
+    fileprivate var hubRef: EventHub { hub }
+}
+
+/// A reader of one store's events (an open stream). Cancel it when done (the stream closes it).
+public final class EventSubscription: Sendable {
+    public let log: EventLog
+    private let cancelled = Atomic<Bool>(false)
+
+    init(log: EventLog) { self.log = log }
+
+    public enum Status: Sendable, Equatable {
+        /// More is ready now: read again.
+        case more
+        /// Nothing now: `wake` will be called when something arrives.
+        case waiting
+        /// A `follow=false` subscription read everything it was to read (or it was cancelled).
+        case finished
+    }
+
+    public struct Batch: Sendable {
+        public let events: [EmulatorEvent]
+        /// Each event's JSON if a reader rendered it already (empty: render it, then `keepRendered`).
+        public let rendered: [[UInt8]]
+        /// Events this subscriber missed since its last read (report it first).
+        public let dropped: Int
+        public let status: Status
+    }
+
+    /// What to call when an event arrives after a read that found nothing (nil: nobody to wake).
+    public func setWake(_ wake: (@Sendable () -> Void)?) { log.setWake(self, wake) }
+
+    /// Up to `max` events after the last read (matching the filter).
+    public func read(max: Int) -> Batch { log.read(self, max: max) }
+
+    /// Ends the subscription (idempotent): it leaves the log and frees its slot under the server cap.
+    public func cancel() {
+        guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        _ = log.cancel(self)
+        log.hubRef.subscriberCount.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    deinit { cancel() }
+}
+
+extension StoreTransaction {
+    /// Emits what changed between two versions of a user: `user.updated` (the changed fields), `user.disabled` /
+    /// `user.enabled`, `tokens.revoked` (a later `validSince`). Login and refresh times are not "changes".
+    mutating func emitUserChanges(from old: UserRecord, to new: UserRecord) {
+        var fields: [String] = []
+        if old.phoneNumber != new.phoneNumber { fields.append("phoneNumber") }
+        if old.displayName != new.displayName { fields.append("displayName") }
+        if old.photoUrl != new.photoUrl { fields.append("photoUrl") }
+        if old.email != new.email { fields.append("email") }
+        if old.emailVerified != new.emailVerified { fields.append("emailVerified") }
+        if old.disabled != new.disabled { fields.append("disabled") }
+        if old.customAttributes != new.customAttributes { fields.append("customAttributes") }
+        if old.validSince != new.validSince { fields.append("validSince") }
+        if old.passwordHash != new.passwordHash { fields.append("password") }
+        if old.mfaInfo != new.mfaInfo { fields.append("mfaInfo") }
+        if old.createdAt != new.createdAt { fields.append("createdAt") }
+        if !fields.isEmpty { emit(.userUpdated(uid: new.localId, fields: fields)) }
+        if old.disabled != new.disabled { emit(new.disabled ? .userDisabled(uid: new.localId) : .userEnabled(uid: new.localId)) }
+        if let v = new.validSince, v > (old.validSince ?? Int64.min) { emit(.tokensRevoked(uid: new.localId)) }
+    }
+
+    /// Emits `config.changed` with the top-level config keys whose value changed (nothing when none did).
+    mutating func emitConfigChange(from old: ProjectConfig, to new: ProjectConfig, tenantChanged: Bool = false) {
+        var fields: [String] = []
+        if old != new, case .object(let a) = old.toJSON(), case .object(let b) = new.toJSON() {
+            for (k, v) in b where a[k] != v { fields.append(k) }
+            for (k, _) in a where b[k] == nil { fields.append(k) }
+        }
+        if tenantChanged { fields.append("tenant") }
+        if !fields.isEmpty { emit(.configChanged(fields: fields)) }
+    }
+}

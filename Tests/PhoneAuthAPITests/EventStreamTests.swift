@@ -1,0 +1,107 @@
+import EmulatorSupport
+import HTTPServer
+@testable import PhoneAuthAPI
+import PhoneAuthCore
+import PhoneAuthTestSupport
+import Synchronization
+import XCTest
+
+final class EventStreamTests: XCTestCase, AppCalling {
+    var app: PhoneAuthApp!
+    override func setUp() { app = makeTestApp(seed: 15) }
+
+    /// The response to a stream request, and everything its source yields right now (as the event loop pulls it).
+    func open(_ target: String, headers: [(String, String)] = []) -> (HTTPResponse, HTTPStreamBody?) {
+        var h = HTTPHeaders()
+        for (k, v) in headers { h.add(k, v) }
+        let resp = app.respond(to: HTTPRequest(method: "GET", target: target, headers: h), context: .detached)!
+        if let s = resp.stream { s.source.attach { } }
+        return (resp, resp.stream)
+    }
+
+    func drain(_ s: HTTPStreamBody) -> (String, HTTPStreamPull) {
+        var out: [UInt8] = []
+        var r = HTTPStreamPull.more
+        while r == .more { r = s.source.pull(into: &out, limit: 1 << 16) }
+        return (String(decoding: out, as: UTF8.self), r)
+    }
+
+    let base = "/emulator/v1/projects/demo-phone/events"
+
+    func testServerSentEventsCarryIdTypeAndOneLineOfJSON() throws {
+        let (resp, stream) = open(base)
+        XCTAssertEqual(resp.status, 200)
+        XCTAssertTrue(resp.headers.contains { $0.0 == "Content-Type" && $0.1.hasPrefix("text/event-stream") })
+        let s = try XCTUnwrap(stream)
+        XCTAssertEqual(String(decoding: s.keepAlive, as: UTF8.self), ": keep-alive\n\n")
+        XCTAssertEqual(s.keepAliveSeconds, 15)
+        XCTAssertEqual(drain(s).1, .waiting, "live: nothing yet")
+        let sent = itk("sendVerificationCode", #"{"phoneNumber":"+15551239999"}"#)
+        let session = try XCTUnwrap(sent.1["sessionInfo"]?.stringValue)
+        let (text, state) = drain(s)
+        XCTAssertEqual(state, .waiting)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines[0], "id: 1")
+        XCTAssertEqual(lines[1], "event: code.sent")
+        XCTAssertTrue(lines[2].hasPrefix("data: {"))
+        XCTAssertTrue(text.hasSuffix("\n\n"))
+        let json = try JSONParser.parse(Array(lines[2].dropFirst(6).utf8))
+        XCTAssertEqual(json["id"], 1)
+        XCTAssertEqual(json["type"], "code.sent")
+        XCTAssertEqual(json["project"], "demo-phone")
+        XCTAssertEqual(json["time"]?.stringValue, Timestamp.rfc3339(millis: testEpochMillis))
+        XCTAssertEqual(json["sessionInfo"]?.stringValue, session)
+        XCTAssertEqual(json["phoneNumber"], "+15551239999")
+        XCTAssertEqual(json["fictional"], false)
+        XCTAssertNotNil(json["code"]?.stringValue)
+        s.source.detach()
+        XCTAssertEqual(app.emulator.events.subscribers, 0)
+    }
+
+    func testJSONLinesReplayAfterLastEventIdFilterAndClose() throws {
+        for n in 0..<3 { _ = itk("sendVerificationCode", #"{"phoneNumber":"+1555123000\#(n)"}"#) }
+        _ = call("PATCH", "/emulator/v1/projects/demo-phone/config", #"{"phoneAuth":{"codeLength":6}}"#)
+        _ = call("POST", "/emulator/v1/clock:advance", #"{"seconds":5}"#)
+        let (resp, stream) = open(base + "?format=jsonl&follow=false", headers: [("Last-Event-ID", "1")])
+        XCTAssertTrue(resp.headers.contains { $0.0 == "Content-Type" && $0.1.hasPrefix("application/x-ndjson") })
+        let (text, state) = drain(try XCTUnwrap(stream))
+        XCTAssertEqual(state, .finished)
+        let events = text.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(events.map { $0["id"]?.int64Value }, [2, 3, 4])
+        XCTAssertEqual(events.map { $0["type"]?.stringValue }, ["code.sent", "code.sent", "clock.changed"])
+        XCTAssertEqual(events[2]["offsetMillis"], 5000)
+
+        let (_, typed) = open(base + "?format=jsonl&follow=false&since=0&type=clock.changed,config.*")
+        let t = drain(try XCTUnwrap(typed)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8))["type"]?.stringValue }
+        XCTAssertEqual(t, ["clock.changed"], "the PATCH changed nothing (codeLength was 6): no config.changed")
+    }
+
+    func testBadParametersAndTheSubscriberCapAnswerGoogleErrors() throws {
+        XCTAssertEqual(call("GET", base + "?format=xml").0, 400)
+        XCTAssertEqual(call("GET", base + "?since=-1").0, 400)
+        XCTAssertEqual(call("GET", base + "?since=abc").0, 400)
+        XCTAssertEqual(call("GET", base + "?follow=maybe").0, 400)
+        XCTAssertEqual(call("GET", base + "?type=nope").0, 400)
+        XCTAssertEqual(call("GET", "/emulator/v1/projects/bad%20id/events").0, 400)
+        var held: [EventSubscription] = []
+        for _ in 0..<EventHub.maxSubscribers {
+            held.append(try app.emulator.events.subscribe(StoreKey(projectId: "demo-phone"), since: nil, filter: EventFilter(), follow: true))
+        }
+        let r = call("GET", base)
+        XCTAssertEqual(r.0, 429)
+        XCTAssertEqual(r.1["error"]?["status"], "RESOURCE_EXHAUSTED")
+        held.removeLast().cancel()
+        XCTAssertEqual(call("GET", base).0, 200)
+    }
+
+    func testATenantStreamHasOnlyItsTenantsEvents() throws {
+        let tid = "t1"
+        try app.emulator.admit(StoreKey(projectId: "demo-phone", tenantId: tid), create: true, explicit: true)
+        _ = itk("sendVerificationCode", #"{"phoneNumber":"+15551231111","tenantId":"\#(tid)"}"#)
+        _ = itk("sendVerificationCode", #"{"phoneNumber":"+15551232222"}"#)
+        let (_, ts) = open("/emulator/v1/projects/demo-phone/tenants/\(tid)/events?format=jsonl&follow=false&since=0")
+        let events = drain(try XCTUnwrap(ts)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(events.map { $0["phoneNumber"]?.stringValue }, ["+15551231111"])
+        XCTAssertEqual(events.first?["tenant"]?.stringValue, tid)
+    }
+}
