@@ -61,7 +61,9 @@ function setScope(project, tenant) {
   $('#scope-project').value = project;
   $('#scope-tenant').value = tenant;
   for (const v of Object.values(VIEWS)) v.scopeChanged();
-  openStream(emulatorScope() + '/events');
+  // `since=0`: the retained history first (Codes shows earlier codes, Events the recent past), then live; a
+  // reconnect resumes after the last event seen (Last-Event-ID).
+  openStream(emulatorScope() + '/events?since=0');
   loadTenants();
 }
 

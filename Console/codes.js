@@ -58,13 +58,23 @@ function setPolling(on) {
   pollTimer = on ? setInterval(() => { if (visible) refresh(true); }, 2000) : 0;
 }
 
-function scheduleRefresh() {
+function scheduleRefresh(withClock = false) {
   clearTimeout(refreshTimer);
-  refreshTimer = setTimeout(refresh, 100);
+  refreshClock = refreshClock || withClock;
+  refreshTimer = setTimeout(() => { const c = refreshClock; refreshClock = false; refresh(c); }, 100);
+}
+let refreshClock = false;
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => { renderQueued = false; renderAll(); });
 }
 
 /// Reloads the inbox (and, when polling, the clock): new pending codes appear, codes no longer pending are marked.
 async function refresh(withClock = false) {
+  const started = performance.now();
   try {
     if (withClock || !live) await loadClock();
     const { json } = await api('GET', emulatorScope() + '/verificationCodes?pageSize=1000');
@@ -77,9 +87,11 @@ async function refresh(withClock = false) {
         attemptsLeft: c.attemptsLeft,
       });
     }
+    // A code known before this listing was asked for, not verified and no longer pending: it expired (or was
+    // cleared, or its session ended); codes replayed from the stream's history get their state here too.
     for (const r of rows.values()) {
-      if (r.state === 'pending' && r.inInbox && !seen.has(r.sessionInfo)) {
-        r.state = r.expiresAt !== null && r.expiresAt <= emuNow() ? 'expired' : 'cleared';
+      if (r.state === 'pending' && !seen.has(r.sessionInfo) && r.knownAt < started) {
+        r.state = r.expiresAt !== null && r.expiresAt > emuNow() ? 'cleared' : 'expired';
       }
       r.inInbox = seen.has(r.sessionInfo);
     }
@@ -91,7 +103,8 @@ async function refresh(withClock = false) {
 function upsert(sessionInfo, fields) {
   let r = rows.get(sessionInfo);
   if (!r) {
-    r = { sessionInfo, state: 'pending', code: null, attemptsLeft: null, expiresAt: null, createdAt: emuNow(), inInbox: false };
+    r = { sessionInfo, state: 'pending', code: null, attemptsLeft: null, expiresAt: null, createdAt: emuNow(), inInbox: false,
+      knownAt: performance.now() };
     rows.set(sessionInfo, r);
   }
   for (const [k, v] of Object.entries(fields)) if (v !== undefined && v !== null) r[k] = v;
@@ -103,13 +116,13 @@ function handle(e) {
   switch (e.type) {
     case 'code.sent': {
       upsert(e.sessionInfo, { phoneNumber: e.phoneNumber, kind: e.kind, fictional: e.fictional, code: e.code, createdAt: Date.parse(e.time) });
-      renderAll();
+      scheduleRender();
       scheduleRefresh();
       break;
     }
     case 'code.verified': {
       const r = rows.get(e.sessionInfo);
-      if (r) { r.state = 'used'; renderAll(); }
+      if (r) { r.state = 'used'; scheduleRender(); }
       break;
     }
     case 'code.rejected': {
@@ -118,16 +131,16 @@ function handle(e) {
       if (typeof e.attemptsLeft === 'number') r.attemptsLeft = e.attemptsLeft;
       if (e.reason === 'SESSION_EXPIRED') r.state = 'expired';
       else if (e.reason !== 'INVALID_CODE') r.state = 'rejected';
-      renderAll();
+      scheduleRender();
       break;
     }
     case 'session.expired': {
       const r = rows.get(e.sessionInfo);
-      if (r) { r.state = 'expired'; renderAll(); }
+      if (r) { r.state = 'expired'; scheduleRender(); }
       break;
     }
     case 'clock.changed': {
-      loadClock().then(() => { updateStates(); scheduleRefresh(); }, (err) => showError(root, err));
+      scheduleRefresh(true);
       break;
     }
     default: break;

@@ -7,6 +7,7 @@ const MAX = 500;
 let root, list;
 let filters = [];
 let paused = false;
+let lastId = 0;
 
 export function init() {
   root = $('#view-events');
@@ -30,7 +31,7 @@ export function init() {
 
 export function show() {}
 export function hide() {}
-export function scopeChanged() { list.replaceChildren(); empty(); }
+export function scopeChanged() { list.replaceChildren(); lastId = 0; empty(); }
 
 function setFilter(text) {
   filters = text.split(',').map((s) => s.trim()).filter(Boolean);
@@ -46,6 +47,10 @@ function wanted(type) {
 function empty() { $('#events-empty').hidden = list.querySelector('li:not([hidden])') !== null; }
 
 function add(e) {
+  if (typeof e.id === 'number') {
+    if (e.id <= lastId) return;  // a reconnect that replays what we already have
+    lastId = e.id;
+  }
   if (paused || typeof e.type !== 'string') return;
   const rest = {};
   for (const [k, v] of Object.entries(e)) if (!['id', 'type', 'time', 'project'].includes(k)) rest[k] = v;

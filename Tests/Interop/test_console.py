@@ -309,6 +309,30 @@ def test_a_test_number_added_in_config_signs_in(browser, emu, events_available):
 
 
 @browser_only
+def test_events_view_replays_history_then_tails_live_with_filters(browser, emu, events_available):
+    if not events_available:
+        pytest.skip("this build has no event stream (issue 15 part A)")
+    before = emu.sign_in()  # before the page opens: replayed from the stream's history
+    open_view(browser, emu, "events")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "live").text.startswith("Live"))
+    WebDriverWait(browser, WAIT).until(
+        lambda d: any(before["localId"] in li.text for li in d.find_elements(By.CSS_SELECTOR, '#events-list li[data-type="tokens.issued"]')))
+    phone = "+15551230003"
+    emu.send(phone)
+    sent = lambda d: [li for li in d.find_elements(By.CSS_SELECTOR, '#events-list li[data-type="code.sent"]') if phone in li.get_attribute("textContent")]
+    WebDriverWait(browser, WAIT).until(sent)
+    shot(browser, "events-live")
+    browser.find_element(By.CSS_SELECTOR, '#view-events [data-types="user.*,mfa.*"]').click()
+    WebDriverWait(browser, WAIT).until(lambda d: not sent(d)[0].is_displayed())
+    shown = [li.get_attribute("data-type") for li in browser.find_elements(By.CSS_SELECTOR, "#events-list li") if li.is_displayed()]
+    assert shown and all(t.startswith(("user.", "mfa.")) for t in shown), shown
+    # Codes sent before the page opened are in Codes too, with what became of them.
+    open_view(browser, emu, "codes")
+    WebDriverWait(browser, WAIT).until(lambda d: code_row(d, FICTIONAL) and code_row(d, FICTIONAL)[0].get_attribute("data-state") == "used")
+    assert problems(browser, events_available) == []
+
+
+@browser_only
 def test_admin_token_is_asked_for_and_kept_for_the_tab(events_available):
     e = Emulator(["--admin-token", "console-secret-1"])
     d = make_browser()
@@ -319,6 +343,13 @@ def test_admin_token_is_asked_for_and_kept_for_the_tab(events_available):
         d.find_element(By.CSS_SELECTOR, "#token-form button").click()
         view_ready(d, "clock")
         assert d.execute_script("return sessionStorage.getItem('phoneAuthEmulator.adminToken')") == "console-secret-1"
+        if events_available:  # the stream needs the token too: read with fetch(), since EventSource sends no headers
+            WebDriverWait(d, WAIT).until(lambda x: x.find_element(By.ID, "live").text.startswith("Live"))
+            phone = "+15551230004"
+            r = e.itk("sendVerificationCode", {"phoneNumber": phone})
+            assert r.status_code == 200
+            d.find_element(By.CSS_SELECTOR, 'a[data-tab="codes"]').click()
+            WebDriverWait(d, WAIT).until(lambda x: code_row(x, phone))
         open_view(d, e, "users")  # a reload: the token is still there, no prompt
         view_ready(d, "users")
         assert not d.find_element(By.ID, "token-dialog").is_displayed()
