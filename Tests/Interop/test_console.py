@@ -214,6 +214,25 @@ def test_views_fit_a_phone_screen(emu, events_available):
         d.quit()
 
 
+@browser_only
+def test_dark_and_light_follow_the_system_preference(emu, events_available):
+    d = make_browser()
+    try:
+        def background():
+            rgb = d.execute_script("return getComputedStyle(document.body).backgroundColor")
+            r, g, b = [int(x) for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+            return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+        for scheme, dark in (("light", False), ("dark", True)):
+            d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            open_view(d, emu, "users")
+            view_ready(d, "users")
+            assert (background() < 0.2) if dark else (background() > 0.8), scheme
+            shot(d, f"users-{scheme}")
+        assert problems(d, events_available) == []
+    finally:
+        d.quit()
+
+
 def code_row(driver, phone):
     rows = driver.find_elements(By.CSS_SELECTOR, "#codes-table tbody tr")
     return [r for r in rows if r.find_element(By.CSS_SELECTOR, "td").text == phone]
