@@ -30,15 +30,23 @@ enum PublicKeys {
 
 /// `GET /` and `GET /v1/projects`.
 enum Status {
+    /// A browser (`Accept` preferring `text/html`) gets the console; every other client the readiness JSON.
     static func root(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        Reply([
+        if Console.prefersHTML(call.request.headers["accept"]) {
+            var r = try Console.serve("index.html", call)
+            r.headers.append(("Vary", "Accept"))
+            return r
+        }
+        return Reply([
             "authEmulator": ["ready": true, "docs": "https://firebase.google.com/docs/emulator-suite", "apiSpec": "/emulator/openapi.json"],
             "phoneAuthEmulator": [
                 "version": .string(PhoneAuthApp.version),
                 "projectId": .string(app.emulator.defaultProjectId),
                 "tokenSigning": .string(app.tokens.mode.rawValue),
+                "adminTokenRequired": .bool(app.adminToken != nil),
+                "console": "/console/",
             ],
-        ])
+        ], headers: [("Vary", "Accept")])
     }
 
     static func projects(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {

@@ -64,20 +64,24 @@ struct PathParams: Sendable, Equatable {
     var project: String?
     /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
     var tenant: String?
+    /// `{file}`: a console file's name.
+    var file: String?
 
-    enum Name: String, Sendable, CaseIterable { case project, tenant }
+    enum Name: String, Sendable, CaseIterable { case project, tenant, file }
 
     subscript(name: Name) -> String? {
         get {
             switch name {
             case .project: project
             case .tenant: tenant
+            case .file: file
             }
         }
         set {
             switch name {
             case .project: project = newValue
             case .tenant: tenant = newValue
+            case .file: file = newValue
             }
         }
     }
@@ -238,7 +242,11 @@ enum Router {
         RouteRow("GET", "/securetoken.google.com/{project}/.well-known/openid-configuration", .open, .none, .loop,
                  "OpenID configuration", PublicKeys.openIDConfiguration),
         RouteRow("GET", "/", .open, .none, .loop,
-                 "readiness (`{\"authEmulator\":{\"ready\":true,…}}`)", Status.root),
+                 "readiness (`{\"authEmulator\":{\"ready\":true,…}}`); a browser (`Accept` preferring `text/html`) gets the console", Status.root),
+        RouteRow("GET", "/console", .open, .none, .loop,
+                 "the web console", Console.asset),
+        RouteRow("GET", "/console/{file?}", .open, .none, .loop,
+                 "the web console's files (embedded; ETag, CSP)", Console.asset),
 
         // The emulator API.
         RouteRow("GET", "/emulator/v1/clock", .emulator, .none, .loop,
@@ -261,6 +269,8 @@ enum Router {
                  "DELETE invalidates them", EmulatorAPI.clearCodes),
         RouteRow("DELETE", "/emulator/v1/projects/{project}[/tenants/{tenant}]/accounts", .emulator, .none, .bulk,
                  "wipe users", EmulatorAPI.wipeAccounts),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/users", .emulator, .none, .loop,
+                 "search users by uid, email, phone or name (`?q=&pageSize=&pageToken=`; the console's Users view)", UserSearch.handle),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes:wait", .emulator, .none, .loop,
                  "long-poll for the next code (`?phoneNumber=&timeoutSeconds=`)", EmulatorAPI.waitForCode),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/oobCodes", .emulator, .none, .loop,
