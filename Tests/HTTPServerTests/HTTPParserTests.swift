@@ -90,5 +90,9 @@ final class HTTPParserTests: XCTestCase {
         out = []
         HTTPResponse(status: 204).serialize(into: &out, keepAlive: true, versionMinor: 1, headOnly: false)
         XCTAssertEqual(String(decoding: out, as: UTF8.self), "HTTP/1.1 204 No Content\r\n\r\n")
+        out = []
+        HTTPResponse(status: 304, headers: [("ETag", "\"x\"")], body: Array("ignored".utf8))
+            .serialize(into: &out, keepAlive: true, versionMinor: 1, headOnly: false)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n")
     }
 }
