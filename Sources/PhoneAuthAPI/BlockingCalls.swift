@@ -120,9 +120,12 @@ public final class BlockingCalls: Sendable {
         do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
         let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)
         let started = HTTPClient.monotonicMillis()
-        func log(_ outcome: String) {
+        /// Logs the call and emits `blockingFunction.called` (`result`: ok, error, timeout or blocked).
+        func log(_ outcome: String, _ result: CallOutcome) {
+            let ms = max(0, HTTPClient.monotonicMillis() - started)
             app.logger.info("blocking function \(ctx.event.rawValue)", [("project", key.description), ("uri", uri),
-                                                                       ("ms", String(HTTPClient.monotonicMillis() - started)), ("outcome", outcome)])
+                                                                       ("ms", String(ms)), ("outcome", outcome)])
+            app.emulator.events.emit(key, .blockingFunctionCalled(event: ctx.event.rawValue, uri: uri, durationMs: Int(ms), outcome: result.rawValue))
         }
         let response: HTTPClient.Response
         do {
@@ -130,21 +133,43 @@ public final class BlockingCalls: Sendable {
                                            timeout: Double(timeoutMillis) / 1000, deadline: Double(timeoutMillis) / 1000,
                                            maxResponseBytes: BlockingFunctions.maxReplyBytes)
         } catch {
-            log(error.timedOut ? "deadline exceeded" : "failed: \(error.description)")
+            log(error.timedOut ? "deadline exceeded" : "failed: \(error.description)", error.timedOut ? .timeout : .error)
             throw error.timedOut ? BlockingFunctions.deadlineExceeded(uri: uri) : BlockingFunctions.requestFailed(uri: uri)
         }
         guard (200..<300).contains(response.status) else {
-            log("HTTP \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+            log("HTTP \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))",
+                Self.isRefusal(response) ? .blocked : .error)
             throw BlockingFunctions.httpError(uri: uri, status: response.status, body: response.body)
         }
         do {
             let outcome = try BlockingFunctions.parseReply(response.body, event: ctx.event)
-            log(Self.describe(outcome))
+            log(Self.describe(outcome), .ok)
             return outcome
         } catch {
-            log("refused reply: \(error.description)")
+            log("refused reply: \(error.description)", .error)
             throw error
         }
+    }
+
+    /// `blockingFunction.called`'s `outcome`.
+    enum CallOutcome: String {
+        /// The function answered 2xx with a reply we accept.
+        case ok
+        /// Unreachable, a 5xx, or a reply we refuse (not JSON, no updateMask, reserved claims…).
+        case error
+        /// No answer before the deadline.
+        case timeout
+        /// The function refused the operation: a 4xx with an `{"error": {…}}` body (an `HttpsError` it threw).
+        case blocked
+    }
+
+    /// Whether a non-2xx answer is the function refusing (firebase-functions answers a thrown `HttpsError` with its
+    /// 4xx status and `{"error": {"status", "message"}}`; an unexpected exception is a 500 `INTERNAL`).
+    static func isRefusal(_ r: HTTPClient.Response) -> Bool {
+        guard (400..<500).contains(r.status), let body = try? JSONParser.parse(r.body, maxDepth: 8), case .object? = body["error"] else {
+            return false
+        }
+        return true
     }
 
     static func describe(_ o: BlockingFunctions.Outcome) -> String {

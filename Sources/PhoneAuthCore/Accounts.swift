@@ -205,8 +205,15 @@ extension Emulator {
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
                     try Self.apply(item.changes, to: &user, in: tx.store, now: now)
+                    let old = tx.store.users[item.localId]
                     if exists { tx.deleteUser(item.localId) }  // a replaced user's refresh tokens stop working
                     tx.save(user)
+                    // One event per imported user (a batch is at most 1000): created, or what the replacement changed.
+                    if let old {
+                        tx.emitUserChanges(from: old, to: user)
+                    } else {
+                        tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "admin"))
+                    }
                 } catch {
                     problems.append((item.index, error))
                 }

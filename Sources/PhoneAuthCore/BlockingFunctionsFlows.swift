@@ -98,12 +98,23 @@ extension Emulator {
     func phoneSignedIn(_ tx: inout StoreTransaction, _ key: StoreKey, _ user: UserRecord, isNewUser: Bool, now: Int64) -> PhoneSignInOutcome {
         var user = user
         user.lastRefreshAt = now  // a token is minted now (lookup's lastRefreshAt, as the official emulator)
+        let before = tx.store.users[user.localId]
         tx.save(user)
-        if isNewUser { tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "phone")) }
+        emitPhoneSaved(&tx, user, before: isNewUser ? nil : before)
         let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
         tx.insertRefreshToken(token, record)
         tx.emit(.tokensIssued(uid: user.localId, provider: "phone", secondFactor: nil))
         return .signedIn(user: user, isNewUser: isNewUser, refreshToken: token, authTime: now / 1000)
+    }
+
+    /// `user.created` (provider `phone`) for a user the sign-in made; else what it changed: the number a link added
+    /// (`user.updated` `phoneNumber`), a function's changes, `user.disabled`.
+    private func emitPhoneSaved(_ tx: inout StoreTransaction, _ user: UserRecord, before: UserRecord?) {
+        if let before {
+            tx.emitUserChanges(from: before, to: user)
+        } else {
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "phone"))
+        }
     }
 
     /// The first transaction of a phone sign-in with a blocking function: verifies and consumes the credential and
@@ -153,7 +164,9 @@ extension Emulator {
             }
             changes.apply(to: &user)
             if user.disabled {
+                let before = tx.store.users[user.localId]
                 tx.save(user)
+                emitPhoneSaved(&tx, user, before: isNew ? nil : before)
                 return nil
             }
             return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
@@ -194,10 +207,12 @@ extension Emulator {
             var user = planned
             changes.apply(to: &user)
             tx.save(user)
-            if user.disabled { return nil }
             let provider = user.isAnonymous ? "anonymous" : "password"
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: provider))
+            if user.disabled { return nil }
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: nil))
             return (user, token, provider, authTime)
         }
         guard let result else { throw AuthError(.userDisabled) }
@@ -209,8 +224,10 @@ extension Emulator {
     public func applyBlockingChanges(_ key: StoreKey, localId: String, _ changes: BlockingFunctions.Outcome) throws(AuthError) {
         try transaction(key) { tx throws(AuthError) in
             guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
+            let old = user
             changes.apply(to: &user)
             tx.save(user)
+            tx.emitUserChanges(from: old, to: user)
         }
     }
 }

@@ -57,7 +57,8 @@ extension Emulator {
             try Self.checkTenantEnabled(tx.store)
             var user: UserRecord
             let isNewUser: Bool
-            if var existing = tx.store.users[grant.uid] {
+            let before = tx.store.users[grant.uid]
+            if var existing = before {
                 guard !existing.disabled else { throw AuthError(.userDisabled) }
                 try Self.apply(changes, to: &existing, in: tx.store, now: now)
                 user = existing
@@ -71,16 +72,28 @@ extension Emulator {
                 blocking.apply(to: &user)
                 if user.disabled {
                     tx.save(user)
+                    emitSaved(&tx, user, before: before)
                     return CustomTokenSignInResult(user: user, isNewUser: isNewUser, refreshToken: "", authTime: authTime)
                 }
             }
             user.lastLoginAt = now
             user.lastRefreshAt = now
             tx.save(user)
+            emitSaved(&tx, user, before: before)
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: Self.customTokenProvider,
                                                   extraClaims: grant.developerClaims)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: Self.customTokenProvider, secondFactor: nil))
             return CustomTokenSignInResult(user: user, isNewUser: isNewUser, refreshToken: token, authTime: authTime)
+        }
+    }
+
+    /// `user.created` (provider `custom`) for a user this sign-in made, else what it changed (`user.updated`…).
+    private func emitSaved(_ tx: inout StoreTransaction, _ user: UserRecord, before: UserRecord?) {
+        if let before {
+            tx.emitUserChanges(from: before, to: user)
+        } else {
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: Self.customTokenProvider))
         }
     }
 }

@@ -31,12 +31,15 @@ extension Emulator {
             guard !user.disabled else { throw AuthError(.userDisabled) }
             let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
             if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
+            let old = user
             changes?.apply(to: &user)
             user.lastLoginAt = now
             user.lastRefreshAt = now
             tx.save(user)
+            tx.emitUserChanges(from: old, to: user)  // what a beforeSignIn function changed
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "password")
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: "password", secondFactor: nil))
             return .signedIn(user: user, refreshToken: token, authTime: now / 1000)
         }
     }
@@ -54,12 +57,14 @@ extension Emulator {
             guard c.requestType == .passwordReset else { throw AuthError(.invalidOobCode) }
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
+            let old = user
             user.passwordHash = passwordHash
             user.salt = salt
             user.passwordUpdatedAt = now
             user.emailVerified = true
             user.validSince = now / 1000
             tx.save(user)
+            tx.emitUserChanges(from: old, to: user)
             return (c, user)
         }
     }
@@ -72,6 +77,7 @@ extension Emulator {
             guard c.requestType != .passwordReset else { throw AuthError(.invalidOobCode) }
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
+            let old = user
             switch c.requestType {
             case .verifyEmail:
                 user.emailVerified = true
@@ -84,6 +90,7 @@ extension Emulator {
                 break
             }
             tx.save(user)
+            tx.emitUserChanges(from: old, to: user)
             return (c, user)
         }
     }

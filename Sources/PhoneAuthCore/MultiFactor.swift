@@ -327,6 +327,7 @@ extension Emulator {
         session.owner = owner
         tx.nextSequence += 1
         tx.save(session)
+        tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: kind, session: id, fictional: preset != nil, code: session.code))
         tx.sweepExpiredSessions(now: now)
         notifyWaiters(&tx, session)
         return (session, preset != nil)
@@ -353,10 +354,13 @@ extension Emulator {
         }
         if let exp = session.expiresAt, now >= exp {
             tx.deleteSession(sid)
+            tx.emit(.sessionExpired(phoneNumber: session.phoneNumber, session: sid))
+            tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: session.kind, session: sid, reason: .sessionExpired, attemptsLeft: nil))
             throw AuthError(.sessionExpired)
         }
         if let left = session.attemptsLeft, left <= 0 {
             tx.deleteSession(sid)
+            tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: session.kind, session: sid, reason: .tooManyAttemptsTryLater, attemptsLeft: 0))
             throw AuthError(.tooManyAttemptsTryLater)
         }
         if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
@@ -367,9 +371,12 @@ extension Emulator {
                 session.attemptsLeft = left - 1
                 tx.save(session)
             }
+            tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: session.kind, session: sid, reason: .invalidCode,
+                                  attemptsLeft: session.attemptsLeft))
             throw AuthError(.invalidCode)
         }
         tx.deleteSession(sid)
+        tx.emit(.codeVerified(phoneNumber: session.phoneNumber, kind: session.kind, session: sid))
         return session
     }
 
@@ -417,6 +424,7 @@ extension Emulator {
                 (s.kind == .mfaEnrollment && s.owner == identity.localId) || (s.kind == .signIn && s.owner == nil)
             }
             guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
+            let old = user
             guard !user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber }) else { throw Self.secondFactorExists }
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
             var id = random.alphanumeric(28)
@@ -424,10 +432,13 @@ extension Emulator {
             user.mfaInfo.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now))
             user.validSince = now / 1000
             tx.save(user)
+            tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: session.phoneNumber))
+            tx.emitUserChanges(from: old, to: user)
             let authTime = now / 1000
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
                                                   secondFactorId: id)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: "phone"))
             return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id)
         }
     }
@@ -441,10 +452,14 @@ extension Emulator {
             guard let id = mfaEnrollmentId, let i = user.mfaInfo.firstIndex(where: { $0.mfaEnrollmentId == id }) else {
                 throw AuthError(.mfaEnrollmentNotFound)
             }
+            let old = user
             user.mfaInfo.remove(at: i)
             tx.save(user)
+            tx.emit(.mfaWithdrawn(uid: user.localId, mfaEnrollmentId: id))
+            tx.emitUserChanges(from: old, to: user)
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: identity.authTime, signInProvider: identity.signInProvider)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: nil))
             return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: identity.authTime, secondFactorId: nil)
         }
     }
@@ -511,11 +526,13 @@ extension Emulator {
             user.lastLoginAt = now
             user.lastRefreshAt = now
             tx.save(user)
+            tx.emitUserChanges(from: found, to: user)  // what a beforeSignIn function changed
             _ = tx.mfaPending.take(pendingCredential, now: now)
             let authTime = now / 1000
             let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: pending.signInProvider,
                                                   secondFactorId: enrollment.mfaEnrollmentId)
             tx.insertRefreshToken(token, record)
+            tx.emit(.tokensIssued(uid: user.localId, provider: pending.signInProvider, secondFactor: "phone"))
             return MFATokens(user: user, refreshToken: token, signInProvider: pending.signInProvider, authTime: authTime,
                              secondFactorId: enrollment.mfaEnrollmentId)
         }
@@ -552,6 +569,7 @@ extension Emulator {
                 fictional: preset != nil, kind: .mfaSignIn, appSignatureHash: nil, sequence: tx.nextSequence)
             tx.nextSequence += 1
             tx.save(session)
+            tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: .mfaSignIn, session: id, fictional: preset != nil, code: session.code))
             tx.sweepExpiredSessions(now: now)
             return session
         }

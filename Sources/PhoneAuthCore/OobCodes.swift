@@ -134,6 +134,7 @@ extension Emulator {
             let c = OobCode(code: text, email: email.lowercased(), newEmail: newEmail?.lowercased(), requestType: type, link: link(text),
                             createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oob.table.nextSequence)
             tx.save(c)
+            tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
             if tx.store.oob.waiters[c.email] != nil { tx.onCommit { [self] in fireOobWaiters(box, c) } }
             return c
         }

@@ -214,9 +214,12 @@ public struct StoreTransaction {
     /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
     mutating func sweepExpiredSessions(now: Int64) {
         guard p.pointee.nextSequence & 255 == 0 else { return }
-        for gone in p.pointee.sessions.sweepNextShardSessions(now: now) where journaled {
-            undo.append(.session(gone.id, gone))
-            changes.append(.sessionDeleted(key, gone.sessionInfo))
+        for gone in p.pointee.sessions.sweepNextShardSessions(now: now) {
+            if journaled {
+                undo.append(.session(gone.id, gone))
+                changes.append(.sessionDeleted(key, gone.sessionInfo))
+            }
+            emit(.sessionExpired(phoneNumber: gone.phoneNumber, session: gone.id))
         }
     }
 

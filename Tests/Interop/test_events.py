@@ -7,7 +7,7 @@ import threading
 
 import requests
 
-from conftest import ROOT
+from conftest import ROOT, claims_of
 
 CLI = os.environ.get("PHONE_AUTH_CLI_BIN", os.path.join(ROOT, ".build", "release", "phone-auth"))
 EVENTS = "/emulator/v1/projects/demo-phone/events"
@@ -147,3 +147,59 @@ def test_cli_events_json_prints_what_happened(fresh):
     assert len(lines) == 2 and "code.sent" in lines[0] and "phoneNumber=+16505554567" in lines[0] and "code.verified" in lines[1]
     bad = subprocess.run([CLI, "events", "--type", "nope", "--emulator", emu.url], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr + bad.stdout
+
+
+def test_the_mfa_flow_is_on_the_stream(fresh):
+    """Enroll an inbox number as a second factor, sign in with it, withdraw it: each step is an event, and the MFA
+    codes (non-fictional) carry their code and kind."""
+    emu = fresh()
+    phone = "+15557650042"
+    v2 = "/identitytoolkit.googleapis.com/v2/accounts/"
+    r = emu.itk("signUp", {"email": "mfa@example.com", "password": "secret123"})
+    assert r.status_code == 200, r.text
+    uid, id_token = r.json()["localId"], r.json()["idToken"]
+    r = emu.post("/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:update", {"localId": uid, "emailVerified": True},
+                 key=None, headers={"Authorization": "Bearer owner"})
+    assert r.status_code == 200, r.text
+    r = emu.post(v2 + "mfaEnrollment:start", {"idToken": id_token, "phoneEnrollmentInfo": {"phoneNumber": phone}})
+    assert r.status_code == 200, r.text
+    enroll_session = r.json()["phoneSessionInfo"]["sessionInfo"]
+    enroll_code = emu.code_for(phone)
+    r = emu.post(v2 + "mfaEnrollment:finalize", {"idToken": id_token, "phoneVerificationInfo": {"sessionInfo": enroll_session, "code": enroll_code}})
+    assert r.status_code == 200, r.text
+    fin = r.json()
+    enrollment_id = claims_of(fin["idToken"])["firebase"]["second_factor_identifier"]
+    r = emu.itk("signInWithPassword", {"email": "mfa@example.com", "password": "secret123"})
+    assert r.status_code == 200 and "mfaPendingCredential" in r.json(), r.text
+    pending = r.json()["mfaPendingCredential"]
+    r = emu.post(v2 + "mfaSignIn:start", {"mfaPendingCredential": pending, "mfaEnrollmentId": enrollment_id})
+    assert r.status_code == 200, r.text
+    sign_in_session = r.json()["phoneResponseInfo"]["sessionInfo"]
+    sign_in_code = emu.code_for(phone)
+    r = emu.post(v2 + "mfaSignIn:finalize", {"mfaPendingCredential": pending,
+                                             "phoneVerificationInfo": {"sessionInfo": sign_in_session, "code": sign_in_code}})
+    assert r.status_code == 200, r.text
+    r = emu.post(v2 + "mfaEnrollment:withdraw", {"idToken": r.json()["idToken"], "mfaEnrollmentId": enrollment_id})
+    assert r.status_code == 200, r.text
+
+    got = requests.get(emu.url + EVENTS, params={"format": "jsonl", "follow": "false", "since": "0",
+                                                 "type": "code.*,mfa.*,tokens.issued"}, timeout=10)
+    events = [json.loads(l) for l in got.text.splitlines()]
+    assert [(e["type"], e.get("kind"), e.get("secondFactor")) for e in events] == [
+        ("tokens.issued", None, None),                        # signUp
+        ("code.sent", "mfaEnrollment", None),
+        ("code.verified", "mfaEnrollment", None),
+        ("mfa.enrolled", None, None),
+        ("tokens.issued", None, "phone"),                     # enrollment finalize
+        ("code.sent", "mfaSignIn", None),
+        ("code.verified", "mfaSignIn", None),
+        ("tokens.issued", None, "phone"),                     # MFA sign-in finalize
+        ("mfa.withdrawn", None, None),
+        ("tokens.issued", None, None),                        # withdraw
+    ]
+    assert events[1]["sessionInfo"] == enroll_session and events[1]["code"] == enroll_code and events[1]["fictional"] is False
+    assert events[5]["sessionInfo"] == sign_in_session and events[5]["code"] == sign_in_code
+    assert events[3] | {"id": 0, "time": ""} == {"id": 0, "time": "", "type": "mfa.enrolled", "project": "demo-phone", "uid": uid,
+                                                  "mfaEnrollmentId": enrollment_id, "phoneNumber": phone}
+    assert events[7]["provider"] == "password" and events[7]["uid"] == uid
+    assert events[8]["mfaEnrollmentId"] == enrollment_id

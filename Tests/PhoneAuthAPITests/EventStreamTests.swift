@@ -3,6 +3,7 @@ import HTTPServer
 @testable import PhoneAuthAPI
 import PhoneAuthCore
 import PhoneAuthTestSupport
+import Dispatch
 import Synchronization
 import XCTest
 
@@ -103,5 +104,46 @@ final class EventStreamTests: XCTestCase, AppCalling {
         let events = drain(try XCTUnwrap(ts)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
         XCTAssertEqual(events.map { $0["phoneNumber"]?.stringValue }, ["+15551231111"])
         XCTAssertEqual(events.first?["tenant"]?.stringValue, tid)
+    }
+
+    /// Every blocking-function call is a `blockingFunction.called` with its outcome: ok, blocked (an HttpsError, 4xx
+    /// with `{"error"}`), error (a reply we refuse, an unreachable function) or timeout.
+    func testBlockingFunctionCallsAreEventsWithTheirOutcome() throws {
+        let functions = FunctionServer()
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, eventLoops: 1, policy: ConnectionPolicy()),
+                                responder: functions, logger: Logger(label: "fn", level: .critical))
+        let fn = "http://127.0.0.1:\(try server.start())"
+        let emulator = makeTestEmulator(projectId: "demo-phone", seed: 16, logger: .quiet)
+        app = PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: .rs256, initialKey: TestKeys.signingKey), signingPool: nil,
+                           logger: .quiet, blocking: BlockingCalls(timeoutMillis: 300, threads: 2, maxInFlight: 8))
+        defer {
+            functions.release()
+            app.blocking.shutdown()
+            server.shutdown()
+        }
+        func signUp(_ trigger: String, _ uri: String) -> Int {
+            let cfg = #"{"blockingFunctions":{"triggers":{"\#(trigger)":{"functionUri":"\#(uri)"}}}}"#
+            XCTAssertEqual(call("PATCH", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/config?updateMask=blockingFunctions", cfg,
+                                headers: [("Authorization", "Bearer owner")]).0, 200)
+            let req = HTTPRequest(method: "POST", target: "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k",
+                                  headers: HTTPHeaders(), body: Array("{}".utf8), remoteAddress: "127.0.0.9")
+            let box = Locked<Int>(0)
+            let done = DispatchSemaphore(value: 0)
+            if let now = app.respond(to: req, deliver: { r in box.withLock { $0 = r.status }; done.signal() }) { return now.status }
+            XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "no answer")
+            return box.withLock { $0 }
+        }
+        XCTAssertEqual(signUp("beforeCreate", fn + "/create"), 200)
+        XCTAssertEqual(signUp("beforeCreate", fn + "/block"), 400)
+        XCTAssertEqual(signUp("beforeCreate", fn + "/nomask"), 400)
+        XCTAssertEqual(signUp("beforeCreate", fn + "/hang"), 500)
+        XCTAssertEqual(signUp("beforeCreate", "http://127.0.0.1:1/nothing"), 500)
+
+        let (_, stream) = open(base + "?format=jsonl&follow=false&since=0&type=blockingFunction.called")
+        let events = drain(try XCTUnwrap(stream)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(events.map { $0["outcome"]?.stringValue }, ["ok", "blocked", "error", "timeout", "error"])
+        XCTAssertEqual(events.map { $0["uri"]?.stringValue },
+                       [fn + "/create", fn + "/block", fn + "/nomask", fn + "/hang", "http://127.0.0.1:1/nothing"])
+        XCTAssertTrue(events.allSatisfy { $0["event"] == "beforeCreate" && ($0["durationMs"]?.int64Value ?? -1) >= 0 })
     }
 }

@@ -211,4 +211,216 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(events(e, StoreKey(projectId: "p")).map(\.type), ["clock.changed"])
         XCTAssertEqual(events(e, tenant).last?.type, "clock.changed")
     }
+
+    // MARK: MFA, other sign-ins, imports, out-of-band codes, the expiry sweep
+
+    /// The `type`s after the first `from` events, and each event's JSON.
+    func tail(_ e: Emulator, _ key: StoreKey, from: Int) -> [EmulatorEvent] { Array(events(e, key).dropFirst(from)) }
+
+    func testMFAEnrollmentSignInAndWithdrawEmitTheirEvents() throws {
+        let e = makeTestEmulator(seed: 5) { $0.phoneAuth.sessionTtlSeconds = 60 }
+        let key = StoreKey(projectId: "p")
+        var c = UserChanges()
+        c.email = .set("m@example.com")
+        c.emailVerified = true
+        _ = try e.createUser(key, localId: "m", changes: c)
+        let now = e.clock.nowSeconds()
+        let identity = TokenIdentity(projectId: "p", tenantId: nil, localId: "m", issuedAt: now, authTime: now, signInProvider: "password")
+
+        // Enrollment with a real (non-fictional) number: the code is in code.sent.
+        var mark = events(e, key).count
+        let enrollSession = try e.startMFAEnrollment(key, identity: identity, hasEnrollmentInfo: true, phoneNumber: "+15551230000")
+        var got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.sent"])
+        guard case .codeSent("+15551230000", .mfaEnrollment, let sid, false, let code) = got[0].payload else { return XCTFail("\(got)") }
+        XCTAssertEqual(sid.text, enrollSession)
+        XCTAssertEqual(got[0].json(key)["kind"], "mfaEnrollment")
+        XCTAssertEqual(got[0].json(key)["code"]?.stringValue, code)
+
+        mark = events(e, key).count
+        XCTAssertThrowsError(try e.finalizeMFAEnrollment(key, identity: identity, sessionInfo: enrollSession, code: code == "000000" ? "111111" : "000000",
+                                                         displayName: nil))
+        let enrolled = try e.finalizeMFAEnrollment(key, identity: identity, sessionInfo: enrollSession, code: code, displayName: "work")
+        let enrollmentId = try XCTUnwrap(enrolled.secondFactorId)
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.rejected", "code.verified", "mfa.enrolled", "user.updated", "tokens.revoked", "tokens.issued"])
+        XCTAssertEqual(got[0].json(key)["reason"], "INVALID_CODE")
+        XCTAssertEqual(got[0].json(key)["kind"], "mfaEnrollment")
+        XCTAssertNotNil(got[0].json(key)["attemptsLeft"])
+        XCTAssertEqual(got[1].json(key)["kind"], "mfaEnrollment")
+        XCTAssertEqual(got[2].payload, .mfaEnrolled(uid: "m", mfaEnrollmentId: enrollmentId, phoneNumber: "+15551230000"))
+        XCTAssertEqual(got[3].json(key)["fields"], ["validSince", "mfaInfo"])
+        XCTAssertEqual(got[5].payload, .tokensIssued(uid: "m", provider: "password", secondFactor: "phone"))
+
+        // Sign-in: the first factor asks for the second; the MFA code goes out and is verified; tokens carry it.
+        guard case .mfaRequired(let credential, _) = try e.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
+        mark = events(e, key).count
+        let signInSession = try e.startMFASignIn(key, pendingCredential: credential, mfaEnrollmentId: enrollmentId)
+        got = tail(e, key, from: mark)
+        guard got.count == 1, case .codeSent("+15551230000", .mfaSignIn, let sid2, false, let code2) = got[0].payload else { return XCTFail("\(got)") }
+        XCTAssertEqual(sid2.text, signInSession)
+        mark = events(e, key).count
+        _ = try e.finalizeMFASignIn(key, pendingCredential: credential, sessionInfo: signInSession, code: code2)
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.verified", "tokens.issued"])
+        XCTAssertEqual(got[0].json(key)["kind"], "mfaSignIn")
+        XCTAssertEqual(got[1].json(key)["secondFactor"], "phone")
+        XCTAssertEqual(got[1].json(key)["provider"], "password")
+
+        // An expired MFA code: session.expired and code.rejected (SESSION_EXPIRED).
+        guard case .mfaRequired(let credential2, _) = try e.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
+        let late = try e.startMFASignIn(key, pendingCredential: credential2, mfaEnrollmentId: enrollmentId)
+        XCTAssertTrue(e.clock.advance(millis: 61_000))  // the code's 60 s, not the pending credential's 10 minutes
+        mark = events(e, key).count
+        XCTAssertThrowsError(try e.finalizeMFASignIn(key, pendingCredential: credential2, sessionInfo: late, code: "123456"))
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["session.expired", "code.rejected"])
+        XCTAssertEqual(got.last?.json(key)["reason"], "SESSION_EXPIRED")
+        XCTAssertEqual(got.last?.json(key)["kind"], "mfaSignIn")
+
+        mark = events(e, key).count
+        _ = try e.withdrawMFA(key, identity: identity, mfaEnrollmentId: enrollmentId)
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["mfa.withdrawn", "user.updated", "tokens.issued"])
+        XCTAssertEqual(got[0].payload, .mfaWithdrawn(uid: "m", mfaEnrollmentId: enrollmentId))
+        XCTAssertEqual(got[1].json(key)["fields"], ["mfaInfo"])
+        XCTAssertNil(got[2].json(key)["secondFactor"])
+    }
+
+    func testAFictionalMFANumbersCodeStaysOutOfTheEvent() throws {
+        let e = makeTestEmulator(seed: 6)
+        let key = StoreKey(projectId: "p")
+        var c = UserChanges()
+        c.mfaInfo = [MFAEnrollment(mfaEnrollmentId: "enr1", phoneInfo: "+16505554567", displayName: nil, enrolledAt: 1)]
+        _ = try e.createUser(key, localId: "m", changes: c)
+        guard case .mfaRequired(let credential, _) = try e.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
+        _ = try e.startMFASignIn(key, pendingCredential: credential, mfaEnrollmentId: "enr1")
+        let masked = try e.sendMaskedMFACode(key, maskedPhone: "+*******4567")
+        let sent = events(e, key).filter { $0.type == "code.sent" }
+        XCTAssertEqual(sent.count, 2)
+        XCTAssertEqual(sent.map { $0.json(key)["kind"] }, ["mfaSignIn", "mfaSignIn"])
+        XCTAssertEqual(sent.map { $0.json(key)["fictional"] }, [true, true])
+        XCTAssertEqual(sent.map { $0.json(key)["code"] }, [nil, nil])
+        XCTAssertEqual(sent[1].json(key)["sessionInfo"]?.stringValue, masked)
+        XCTAssertEqual(sent[1].json(key)["phoneNumber"], "+*******4567")
+    }
+
+    func testCustomTokenPasswordLinkAndSplitSignInsEmitWhatTheyDo() throws {
+        let e = makeTestEmulator(seed: 7)
+        let key = StoreKey(projectId: "p")
+        // Custom token: created, then signed in again.
+        _ = try e.completeCustomTokenSignIn(key, grant: CustomTokenGrant(uid: "c1", developerClaims: nil))
+        _ = try e.completeCustomTokenSignIn(key, grant: CustomTokenGrant(uid: "c1", developerClaims: nil))
+        var got = events(e, key)
+        XCTAssertEqual(got.map(\.type), ["user.created", "tokens.issued", "tokens.issued"])
+        XCTAssertEqual(got[0].payload, .userCreated(uid: "c1", phoneNumber: nil, email: nil, provider: "custom"))
+        XCTAssertEqual(got[1].payload, .tokensIssued(uid: "c1", provider: "custom", secondFactor: nil))
+
+        // Password sign-in.
+        var pw = UserChanges()
+        pw.email = .set("pw@example.com")
+        pw.passwordHash = "hash"
+        pw.salt = "salt"
+        _ = try e.createUser(key, localId: "pw", changes: pw)
+        var mark = events(e, key).count
+        guard case .signedIn = try e.signInWithPassword(key, localId: "pw", verifiedHash: "hash") else { return XCTFail() }
+        XCTAssertEqual(tail(e, key, from: mark).map(\.payload), [.tokensIssued(uid: "pw", provider: "password", secondFactor: nil)])
+
+        // Linking a number to the signed-in user with an ID token: user.updated (phoneNumber).
+        let now = e.clock.nowSeconds()
+        let session = try e.sendVerificationCode(key, phoneNumber: "+16505554567")
+        mark = events(e, key).count
+        _ = try e.signInWithPhoneNumber(key, sessionInfo: session, code: "123456", temporaryProof: nil, phoneNumber: nil,
+                                        tokenUser: TokenIdentity(projectId: "p", tenantId: nil, localId: "pw", issuedAt: now, authTime: now,
+                                                                 signInProvider: "password"),
+                                        operation: nil)
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.verified", "user.updated", "tokens.issued"])
+        XCTAssertEqual(got[1].payload, .userUpdated(uid: "pw", fields: ["phoneNumber"]))
+
+        // The split phone sign-in (a blocking function between the halves) emits what the one transaction does, plus
+        // what the function changed.
+        let s2 = try e.sendVerificationCode(key, phoneNumber: "+15551234567")
+        let code2 = try XCTUnwrap(e.verificationCodes(key, phone: "+15551234567").first?.code)
+        mark = events(e, key).count
+        let plan = try e.beginPhoneSignIn(key, sessionInfo: s2, code: code2, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
+        var named = BlockingFunctions.Outcome()
+        named.displayName = .some("Ada")
+        guard case .signedIn(let created, true, _, _) = try e.finishPhoneSignIn(key, plan, changes: named) else { return XCTFail() }
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.verified", "user.created", "tokens.issued"])
+        XCTAssertEqual(got[1].payload, .userCreated(uid: created.localId, phoneNumber: "+15551234567", email: nil, provider: "phone"))
+        // The same number again, an existing user whom the function renames.
+        let s3 = try e.sendVerificationCode(key, phoneNumber: "+15551234567")
+        let code3 = try XCTUnwrap(e.verificationCodes(key, phone: "+15551234567").first?.code)
+        mark = events(e, key).count
+        let plan3 = try e.beginPhoneSignIn(key, sessionInfo: s3, code: code3, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
+        named.displayName = .some("Grace")
+        _ = try e.finishPhoneSignIn(key, plan3, changes: named)
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["code.verified", "user.updated", "tokens.issued"])
+        XCTAssertEqual(got[1].payload, .userUpdated(uid: created.localId, fields: ["displayName"]))
+
+        // The split sign-up: created and signed in; one its function disabled is created (no tokens).
+        var anon = UserChanges()
+        anon.email = .set("new@example.com")
+        anon.passwordHash = "h2"
+        let planned = try e.planSignUp(key, changes: anon)
+        mark = events(e, key).count
+        _ = try e.finishSignUp(key, planned, changes: BlockingFunctions.Outcome())
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.payload), [.userCreated(uid: planned.localId, phoneNumber: nil, email: "new@example.com", provider: "password"),
+                                             .tokensIssued(uid: planned.localId, provider: "password", secondFactor: nil)])
+        let planned2 = try e.planSignUp(key, changes: UserChanges())
+        var disable = BlockingFunctions.Outcome()
+        disable.disabled = true
+        mark = events(e, key).count
+        XCTAssertThrowsError(try e.finishSignUp(key, planned2, changes: disable))
+        XCTAssertEqual(tail(e, key, from: mark).map(\.payload), [.userCreated(uid: planned2.localId, phoneNumber: nil, email: nil, provider: "anonymous")])
+    }
+
+    func testOobCodesImportsWipesAndTheExpirySweepEmit() throws {
+        let e = makeTestEmulator(seed: 8) { $0.phoneAuth.sessionTtlSeconds = 60 }
+        let key = StoreKey(projectId: "p")
+        var c = UserChanges()
+        c.email = .set("a@example.com")
+        _ = try e.createUser(key, localId: "a", changes: c)
+        var mark = events(e, key).count
+        let oob = try e.createOobCode(key, email: "A@example.com", newEmail: nil, type: .verifyEmail, link: { "http://localhost/\($0)" })
+        _ = try e.applyOobCode(key, code: oob.code)
+        var got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.payload), [.oobSent(email: "a@example.com", requestType: "VERIFY_EMAIL", oobCode: oob.code),
+                                             .userUpdated(uid: "a", fields: ["emailVerified"])])
+
+        // batchCreate: one event per user: created (provider admin), or what replacing an existing one changed.
+        var named = UserChanges()
+        named.displayName = .set("Ada")
+        var bad = UserChanges()
+        bad.email = .set("not an email")
+        mark = events(e, key).count
+        let problems = try e.importUsers(key, [(0, "i1", UserChanges()), (1, "a", named), (2, "i2", bad)], allowOverwrite: true)
+        XCTAssertEqual(problems.map(\.index), [2])
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["user.created", "user.updated"])
+        XCTAssertEqual(got[0].json(key)["provider"], "admin")
+        XCTAssertEqual(got[1].json(key)["uid"], "a")
+
+        // A wipe emits no event per user (the contract has no type for it).
+        mark = events(e, key).count
+        try e.wipeAccounts(key)
+        XCTAssertEqual(tail(e, key, from: mark).count, 0)
+
+        // The expiry sweep: every swept session is a session.expired.
+        let expiring = try e.sendVerificationCode(key, phoneNumber: "+15551230042")
+        XCTAssertTrue(e.clock.advance(millis: 61_000))
+        mark = events(e, key).count
+        try e.transaction(key) { tx throws(AuthError) in
+            tx.nextSequence = (tx.nextSequence | 255) + 1  // a sweep turn
+            for _ in 0..<SessionTable.shardCount { tx.sweepExpiredSessions(now: e.clock.nowMillis()) }
+        }
+        got = tail(e, key, from: mark)
+        XCTAssertEqual(got.map(\.type), ["session.expired"])
+        XCTAssertEqual(got.first?.json(key)["sessionInfo"]?.stringValue, expiring)
+        XCTAssertEqual(got.first?.json(key)["phoneNumber"], "+15551230042")
+    }
 }
