@@ -584,14 +584,24 @@ def main():
     try:
         send = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
         http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
-        # The same sends with 10 readers on the project's event stream (each send is one code.sent to all ten).
-        readers = EventReaders(srv.url, 10)
-        try:
-            send_subs = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
-        finally:
-            readers.close()
-        send_subs["event_bytes_read"] = sum(readers.bytes)
-        http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+        # The same sends with 10 readers on the project's event stream (each send is one code.sent to all ten). The
+        # VM drifts (±20 % within minutes), so plain sends and sends with readers alternate, three pairs; the ratio is
+        # the median of the pairs' ratios.
+        sub_pairs = []
+        for _ in range(3):
+            plain = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+            http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+            readers = EventReaders(srv.url, 10)
+            try:
+                with_readers = wrk(srv.url, "send.lua", d, c, server_pid=srv.proc.pid)
+            finally:
+                readers.close()
+            with_readers["event_bytes_read"] = sum(readers.bytes)
+            http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
+            sub_pairs.append((with_readers["rps"] / plain["rps"] if plain["rps"] else 0.0, with_readers))
+        sub_pairs.sort(key=lambda p: p[0])
+        send_subs_ratio, send_subs = sub_pairs[1]
+        send_subs["pair_ratios"] = [r for r, _ in sub_pairs]
         # The inbox path: rotating non-fictional numbers, and its control (the fictional number through the same
         # wrk request() path). Inboxes are cleared between runs so each starts empty.
         send_real = wrk(srv.url, "send_real.lua", d, c, server_pid=srv.proc.pid)
@@ -690,8 +700,8 @@ def main():
         ("  send p99 ms (target <= 5)", send["p99_ms"], "x nginx p99", send["p99_ms"] / nginx["p99_ms"] if nginx["p99_ms"] else None),
         ("  send server CPU us/request", send["server_cpu_us_per_request"], "x nginx CPU/request",
          send["server_cpu_us_per_request"] / nginx["server_cpu_us_per_request"] if nginx["server_cpu_us_per_request"] else None),
-        ("send with 10 event-stream readers req/s", send_subs["rps"], "x plain send (target >= 0.9)",
-         send_subs["rps"] / send["rps"] if send["rps"] else None),
+        ("send with 10 event-stream readers req/s", send_subs["rps"], "x plain send (target >= 0.9; median of 3 alternating pairs)",
+         send_subs_ratio),
         ("send, non-fictional numbers (inbox path) req/s", send_real["rps"], "x fictional send (target >= 0.9)",
          send_real["rps"] / send["rps"] if send["rps"] else None),
         ("  same, vs fictional via the same wrk Lua path", send_ctl["rps"], "x: non-fictional / this",
