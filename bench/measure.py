@@ -427,7 +427,6 @@ class FunctionServer:
     answers only once `release()` is called."""
 
     def __init__(self):
-        import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         self.release_event = threading.Event()
         ev = self.release_event
@@ -475,7 +474,6 @@ def blocking_rates(d, c):
     """bench/run --blocking: the phone flow with a local function for beforeSendSms and beforeSignIn (two calls per
     flow; the rate is bounded by the function), and GET / and another project's sends while a function hangs (they
     must keep their rate: a hanging function holds a blocking-pool thread, never a loop)."""
-    import threading
     fn = FunctionServer()
     try:
         srv = Server()
