@@ -65,7 +65,9 @@ enum SessionCookies {
         claims["iat"] = .int(now)
         claims["exp"] = .int(now + duration)
         let cookie = try app.tokens.sign(claims)
-        app.logger.info("session cookie created", [("project", StoreKey(projectId: call.projectId, tenantId: tenant).description),
+        let key = StoreKey(projectId: call.projectId, tenantId: tenant)
+        app.emulator.events.emit(key, .sessionCookieCreated(uid: user.localId, expiresIn: duration))
+        app.logger.info("session cookie created", [("project", key.description),
                                                    ("uid", Identifiers.printable(user.localId, limit: 64)), ("validSeconds", String(duration))])
         return Reply(["sessionCookie": .string(cookie)])
     }

@@ -40,6 +40,8 @@ public enum EventPayload: Sendable, Equatable {
     case mfaWithdrawn(uid: String, mfaEnrollmentId: String)
     case oobSent(email: String, requestType: String, oobCode: String)
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
+    /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
+    case sessionCookieCreated(uid: String, expiresIn: Int64)
     /// This subscriber missed `count` events (the ring overwrote them before it read them).
     case dropped(count: Int)
 
@@ -67,6 +69,7 @@ public enum EventPayload: Sendable, Equatable {
         case .mfaWithdrawn: "mfa.withdrawn"
         case .oobSent: "oob.sent"
         case .blockingFunctionCalled: "blockingFunction.called"
+        case .sessionCookieCreated: "sessionCookie.created"
         case .dropped: "dropped"
         }
     }
@@ -76,7 +79,7 @@ public enum EventPayload: Sendable, Equatable {
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "dropped",
+        "oob.sent", "blockingFunction.called", "sessionCookie.created", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -141,6 +144,8 @@ public enum EventPayload: Sendable, Equatable {
             return [("email", .string(email)), ("requestType", .string(type)), ("oobCode", .string(code))]
         case .blockingFunctionCalled(let event, let uri, let ms, let outcome):
             return [("event", .string(event)), ("uri", .string(uri)), ("durationMs", .int(ms)), ("outcome", .string(outcome))]
+        case .sessionCookieCreated(let uid, let seconds):
+            return [("uid", .string(uid)), ("expiresIn", .int(seconds))]
         case .dropped(let count):
             return [("count", .int(count))]
         }

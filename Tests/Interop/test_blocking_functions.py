@@ -225,3 +225,61 @@ def test_a_hanging_function_holds_nothing_else(fresh, function):
         assert not any(f.done() for f in hanging)
         HANG.set()
         assert [f.result().status_code for f in hanging] == [200, 200]
+
+
+def test_custom_token_flow_calls_create_then_signin_and_the_token_carries_every_claim(admin, function):
+    """firebase-admin (emulator mode) mints the custom token; REST signInWithCustomToken exchanges it: beforeCreate
+    then beforeSignIn for a new uid, beforeSignIn alone for a known one, and a blocking beforeCreate saves no user."""
+    from firebase_admin import auth as admin_auth
+    emu, app = admin
+    configure(emu, function, {"beforeCreate": "/create", "beforeSignIn": "/signin"})
+
+    def exchange(uid, claims=None):
+        token = admin_auth.create_custom_token(uid, claims, app=app)
+        return emu.itk("signInWithCustomToken", {"token": token.decode() if isinstance(token, bytes) else token, "returnSecureToken": True})
+
+    r = exchange("custom-fn-user", {"tier": "gold"})
+    assert r.status_code == 200, r.text
+    assert r.json()["isNewUser"] is True
+    assert paths() == ["/create", "/signin"]
+    create, signin = (x["payload"] for x in Function.received)
+    assert [create["event_type"], signin["event_type"]] == ["beforeCreate", "beforeSignIn"]
+    for p in (create, signin):
+        assert p["sign_in_method"] == "custom"
+        assert p["sub"] == p["user_record"]["uid"] == "custom-fn-user"
+    assert signin["user_record"]["custom_claims"] == {"role": "admin"} and signin["user_record"]["display_name"] == "Ada"
+    claims = claims_of(r.json()["idToken"])
+    assert claims["sub"] == "custom-fn-user" and claims["firebase"]["sign_in_provider"] == "custom"
+    assert claims["role"] == "admin", "the function's customClaims"
+    assert claims["session"] == "s1", "the function's sessionClaims"
+    assert claims["tier"] == "gold", "the custom token's claims"
+    decoded = admin_auth.verify_id_token(r.json()["idToken"], app=app, check_revoked=True)
+    assert decoded["uid"] == "custom-fn-user" and decoded["tier"] == "gold" and decoded["session"] == "s1"
+    user = admin_auth.get_user("custom-fn-user", app=app)
+    assert user.display_name == "Ada" and user.custom_claims == {"role": "admin"}
+
+    # A second sign-in of the same uid: beforeSignIn only.
+    Function.received.clear()
+    again = exchange("custom-fn-user", {"tier": "silver"})
+    assert again.status_code == 200, again.text
+    assert again.json()["isNewUser"] is False
+    assert paths() == ["/signin"]
+    assert Function.received[0]["payload"]["sign_in_method"] == "custom"
+    assert Function.received[0]["payload"]["user_record"]["uid"] == "custom-fn-user"
+    claims = claims_of(again.json()["idToken"])
+    assert (claims["role"], claims["session"], claims["tier"]) == ("admin", "s1", "silver")
+
+    # A blocking beforeCreate for another uid: the HttpsError comes back and no user is saved.
+    configure(emu, function, {"beforeCreate": "/block", "beforeSignIn": "/signin"})
+    Function.received.clear()
+    blocked = exchange("custom-fn-blocked", {"tier": "gold"})
+    assert blocked.status_code == 400
+    assert error_message(blocked) == (f"BLOCKING_FUNCTION_ERROR_RESPONSE : ((HTTP request to {function}/block returned HTTP error 400: "
+                                      '{"error": {"message": "No sign-ups today", "status": "INVALID_ARGUMENT"}}))')
+    assert paths() == ["/block"], "beforeSignIn is not called after a blocked beforeCreate"
+    assert Function.received[0]["payload"]["user_record"]["uid"] == "custom-fn-blocked"
+    with pytest.raises(admin_auth.UserNotFoundError):
+        admin_auth.get_user("custom-fn-blocked", app=app)
+    # The known uid still signs in (its beforeCreate is not called again).
+    Function.received.clear()
+    assert exchange("custom-fn-user").status_code == 200 and paths() == ["/signin"]

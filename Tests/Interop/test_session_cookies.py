@@ -1,6 +1,7 @@
 """Session cookies: firebase-admin's create_session_cookie / verify_session_cookie against the running binary, in
 emulator mode and as a production-mode verifier pointed at the keys we publish; google-auth and PyJWT on the same keys."""
 import datetime
+import json
 import time
 import uuid
 
@@ -78,6 +79,25 @@ def test_create_and_verify_with_check_revoked_then_revocation(admin):
     assert "TOKEN_EXPIRED" in str(e.value)
     fresh_cookie = admin_auth.create_session_cookie(emu.sign_in()["idToken"], expires_in=300, app=app)
     assert admin_auth.verify_session_cookie(fresh_cookie, check_revoked=True, app=app)["uid"] == body["localId"]
+
+
+def test_each_cookie_is_a_session_cookie_created_event_without_the_cookie(admin):
+    emu, app = admin
+    body = emu.sign_in()
+    cookie = admin_auth.create_session_cookie(body["idToken"], expires_in=datetime.timedelta(minutes=5), app=app)
+    with pytest.raises(ValueError):
+        admin_auth.create_session_cookie(body["idToken"], expires_in=60, app=app)  # refused (by the SDK): no event
+    r = emu.session.post(emu.url + CREATE, json={"idToken": body["idToken"], "validDuration": 299}, headers=ADMIN)
+    assert r.status_code == 400  # refused by the server: no event
+    second = create_cookie(emu, body["idToken"], seconds=86400)
+    r = emu.session.get(emu.url + "/emulator/v1/projects/demo-phone/events",
+                        params={"format": "jsonl", "follow": "false", "since": "0", "type": "sessionCookie.created"})
+    assert r.status_code == 200, r.text
+    assert cookie not in r.text and second not in r.text
+    events = [json.loads(line) for line in r.text.splitlines() if line]
+    assert [(e["type"], e["uid"], e["expiresIn"]) for e in events] == [
+        ("sessionCookie.created", body["localId"], 300), ("sessionCookie.created", body["localId"], 86400)]
+    assert all(set(e) == {"id", "type", "time", "project", "uid", "expiresIn"} for e in events)
 
 
 def test_disabled_user_and_bad_tokens(admin):

@@ -78,6 +78,14 @@ final class ConsoleTests: XCTestCase, AppCalling {
         XCTAssertEqual(ConsoleAssets.files["console.css"]?.contentType, "text/css; charset=utf-8")
     }
 
+    /// The console's EventSource listens for every event type the server emits (an unnamed type would never reach it).
+    func testTheConsoleListensForEveryEventType() throws {
+        let js = String(decoding: try XCTUnwrap(ConsoleAssets.files["stream.js"]).bytes, as: UTF8.self)
+        for type in EventPayload.types {
+            XCTAssertTrue(js.contains("'\(type)'"), "Console/stream.js EVENT_TYPES lacks \(type)")
+        }
+    }
+
     /// Server text reaches the page only as text, and the page needs nothing the CSP forbids.
     func testThePageNeverParsesServerTextAsHTML() {
         for (name, file) in ConsoleAssets.files {

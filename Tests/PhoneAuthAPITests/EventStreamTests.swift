@@ -106,6 +106,50 @@ final class EventStreamTests: XCTestCase, AppCalling {
         XCTAssertEqual(events.first?["tenant"]?.stringValue, tid)
     }
 
+    /// `createSessionCookie` is a `sessionCookie.created` on the project's (or tenant's) stream with the uid and the
+    /// validity in seconds, never the cookie; a refused one (bad duration, bad ID token) is no event.
+    func testASessionCookieIsAnEventWithItsUidAndDurationButNotTheCookie() throws {
+        func signIn(_ extra: String) throws -> JSON {
+            let session = try XCTUnwrap(itk("sendVerificationCode", #"{"phoneNumber":"+16505554567"\#(extra)}"#).1["sessionInfo"]?.stringValue)
+            let r = itk("signInWithPhoneNumber", #"{"sessionInfo":"\#(session)","code":"123456"\#(extra)}"#)
+            XCTAssertEqual(r.0, 200, "\(r.1)")
+            return r.1
+        }
+        let admin = [("Authorization", "Bearer owner")]
+        let user = try signIn("")
+        let idToken = try XCTUnwrap(user["idToken"]?.stringValue)
+        let create = "/identitytoolkit.googleapis.com/v1/projects/demo-phone:createSessionCookie"
+        let made = call("POST", create, #"{"idToken":"\#(idToken)","validDuration":"600"}"#, headers: admin)
+        XCTAssertEqual(made.0, 200, "\(made.1)")
+        let cookie = try XCTUnwrap(made.1["sessionCookie"]?.stringValue)
+        XCTAssertEqual(call("POST", create, #"{"idToken":"\#(idToken)","validDuration":"60"}"#, headers: admin).0, 400)
+        XCTAssertEqual(call("POST", create, #"{"idToken":"not-a-token"}"#, headers: admin).0, 400)
+        XCTAssertEqual(call("POST", create, #"{"idToken":"\#(idToken)"}"#, headers: admin).0, 200)
+
+        let (_, stream) = open(base + "?format=jsonl&follow=false&since=0&type=sessionCookie.*")
+        let text = drain(try XCTUnwrap(stream)).0
+        XCTAssertFalse(text.contains(cookie), "the cookie itself is never in an event")
+        let events = text.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(events.map { $0["type"]?.stringValue }, ["sessionCookie.created", "sessionCookie.created"])
+        XCTAssertEqual(events.map { $0["expiresIn"]?.int64Value }, [600, 1_209_600])
+        XCTAssertTrue(events.allSatisfy { $0["uid"] == user["localId"] && $0["project"] == "demo-phone" && $0["tenant"] == nil })
+        XCTAssertEqual(Set(events[0].objectValue?.keys.map { $0 } ?? []), ["id", "type", "time", "project", "uid", "expiresIn"])
+
+        // A tenant's cookie is on the tenant's stream only.
+        try app.emulator.admit(StoreKey(projectId: "demo-phone", tenantId: "t1"), create: true, explicit: true)
+        let tenantUser = try signIn(#","tenantId":"t1""#)
+        let tenantToken = try XCTUnwrap(tenantUser["idToken"]?.stringValue)
+        XCTAssertEqual(call("POST", "/identitytoolkit.googleapis.com/v1/projects/demo-phone/tenants/t1:createSessionCookie",
+                            #"{"idToken":"\#(tenantToken)","validDuration":300}"#, headers: admin).0, 200)
+        let (_, ts) = open("/emulator/v1/projects/demo-phone/tenants/t1/events?format=jsonl&follow=false&since=0&type=sessionCookie.created")
+        let tenantEvents = drain(try XCTUnwrap(ts)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(tenantEvents.map { $0["expiresIn"]?.int64Value }, [300])
+        XCTAssertEqual(tenantEvents.first?["uid"], tenantUser["localId"])
+        XCTAssertEqual(tenantEvents.first?["tenant"], "t1")
+        let (_, again) = open(base + "?format=jsonl&follow=false&since=0&type=sessionCookie.created")
+        XCTAssertEqual(drain(try XCTUnwrap(again)).0.split(separator: "\n").count, 2, "not on the project's stream")
+    }
+
     /// Every blocking-function call is a `blockingFunction.called` with its outcome: ok, blocked (an HttpsError, 4xx
     /// with `{"error"}`), error (a reply we refuse, an unreachable function) or timeout.
     func testBlockingFunctionCallsAreEventsWithTheirOutcome() throws {
