@@ -63,14 +63,38 @@ enum EventStream {
             out.append(contentsOf: data)
             out.append(0x0A)
         case .sse:
-            if case .dropped = event.payload {} else { append("id: \(event.id)\n", &out) }
-            append("event: \(event.type)\ndata: ", &out)
+            // Bytes, not string interpolation: this runs for every event and every reader.
+            if case .dropped = event.payload {} else {
+                out.append(contentsOf: idPrefix)
+                appendDecimal(event.id, &out)
+                out.append(0x0A)
+            }
+            out.append(contentsOf: eventPrefix)
+            out.append(contentsOf: event.type.utf8)
+            out.append(contentsOf: dataPrefix)
             out.append(contentsOf: data)
-            append("\n\n", &out)
+            out.append(0x0A)
+            out.append(0x0A)
         }
     }
 
-    private static func append(_ s: String, _ out: inout [UInt8]) { out.append(contentsOf: s.utf8) }
+    private static let idPrefix = Array("id: ".utf8)
+    private static let eventPrefix = Array("event: ".utf8)
+    private static let dataPrefix = Array("\ndata: ".utf8)
+
+    static func appendDecimal(_ n: UInt64, _ out: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var v = n, count = 0
+        withUnsafeMutableBytes(of: &digits) { buf in
+            repeat {
+                buf[19 - count] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+                count += 1
+            } while v > 0
+            out.append(contentsOf: buf[(20 - count)...])
+        }
+    }
 }
 
 /// Feeds one subscription to one connection: reads (and renders) only when the connection pulls.

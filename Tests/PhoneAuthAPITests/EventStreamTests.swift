@@ -29,6 +29,14 @@ final class EventStreamTests: XCTestCase, AppCalling {
 
     let base = "/emulator/v1/projects/demo-phone/events"
 
+    func testDecimalIdsOnTheWire() {
+        for n: UInt64 in [0, 7, 9, 10, 99, 100, 12_345, 1 << 32, UInt64.max] {
+            var out: [UInt8] = [0x41]
+            EventStream.appendDecimal(n, &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), "A" + String(n))
+        }
+    }
+
     func testServerSentEventsCarryIdTypeAndOneLineOfJSON() throws {
         let (resp, stream) = open(base)
         XCTAssertEqual(resp.status, 200)
