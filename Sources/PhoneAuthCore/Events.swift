@@ -325,6 +325,11 @@ public final class EventLog: Sendable {
         /// The sequence number (per log) of the oldest retained event.
         var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
+        /// Subscribers with `needsWake` set: a publish looks at the subscribers only when some wait.
+        var waiting = 0
+        /// At most every subscriber's cursor: an evicted event can concern a subscriber only when it is at or past
+        /// this (readers keep up under load, so publishes do not walk the subscribers for every event).
+        var lowestCursor: UInt64 = .max
         var pinned: Bool
         var next: UInt64 { first + UInt64(ring.count) }
     }
@@ -359,22 +364,29 @@ public final class EventLog: Sendable {
                     s.rendered.append([])
                 } else {
                     let slot = Int(s.first % UInt64(cap))
-                    if !s.subs.isEmpty {
+                    if !s.subs.isEmpty && s.lowestCursor <= s.first {
                         // The oldest event leaves: readers that had not read it missed it.
                         let gone = s.ring[slot], seq = s.first
-                        for (k, var sub) in s.subs where sub.cursor <= seq {
-                            if sub.filter.matches(gone.type) && (sub.until.map { seq < $0 } ?? true) { sub.dropped += 1 }
-                            sub.cursor = seq + 1
-                            s.subs[k] = sub
+                        var lowest = UInt64.max
+                        for k in Array(s.subs.keys) {
+                            guard var sub = s.subs[k] else { continue }
+                            if sub.cursor <= seq {
+                                if sub.filter.matches(gone.type) && (sub.until.map { seq < $0 } ?? true) { sub.dropped += 1 }
+                                sub.cursor = seq + 1
+                                s.subs[k] = sub
+                            }
+                            lowest = min(lowest, sub.cursor)
                         }
+                        s.lowestCursor = lowest
                     }
                     s.ring[slot] = event
                     s.rendered[slot] = []
                     s.first += 1
                 }
-                if !s.subs.isEmpty {
+                if s.waiting > 0 {
                     for (k, var sub) in s.subs where sub.needsWake && sub.until == nil && sub.filter.matches(p.type) {
                         sub.needsWake = false
+                        s.waiting -= 1
                         if let w = sub.wake { wakes.append(w) }
                         s.subs[k] = sub
                     }
@@ -399,6 +411,7 @@ public final class EventLog: Sendable {
                 cursor = lo
             }
             s.subs[ObjectIdentifier(sub)] = Sub(cursor: cursor, until: follow ? nil : s.next, filter: filter)
+            s.lowestCursor = min(s.lowestCursor, cursor)
         }
         return sub
     }
@@ -436,7 +449,10 @@ public final class EventLog: Sendable {
                 status = .finished
             } else {
                 status = out.isEmpty && dropped == 0 ? .waiting : .more
-                if status == .waiting { me.needsWake = true }
+                if status == .waiting && !me.needsWake {
+                    me.needsWake = true
+                    s.waiting += 1
+                }
             }
             s.subs[ObjectIdentifier(sub)] = me
             return .init(events: out, rendered: rendered, dropped: dropped, status: status)
@@ -459,7 +475,12 @@ public final class EventLog: Sendable {
     }
 
     func cancel(_ sub: EventSubscription) -> Bool {
-        let removed = state.withLock { s in s.subs.removeValue(forKey: ObjectIdentifier(sub)) != nil }
+        let removed = state.withLock { s -> Bool in
+            guard let gone = s.subs.removeValue(forKey: ObjectIdentifier(sub)) else { return false }
+            if gone.needsWake { s.waiting -= 1 }
+            if s.subs.isEmpty { s.lowestCursor = .max }
+            return true
+        }
         if removed { hub.release(self) }
         return removed
     }

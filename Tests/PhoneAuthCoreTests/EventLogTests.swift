@@ -90,6 +90,31 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(next.events.map(\.id), [9])
     }
 
+    /// Readers that keep up are skipped by publishes; one that falls behind again later is still told what it
+    /// missed (the lower bound of the cursors is refreshed, not trusted blindly), and waiting readers are woken
+    /// exactly once per wait.
+    func testKeepingUpThenFallingBehindAgainAndWakesPerWait() throws {
+        let hub = EventHub(clock: clock, capacity: 4)
+        let fast = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let slow = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let wakes = Locked(0)
+        fast.setWake { wakes.withLock { $0 += 1 } }
+        for round in 0..<3 {
+            XCTAssertEqual(fast.read(max: 100).status, .waiting)  // caught up: waits
+            for i in 0..<6 { hub.emit(p, .userDeleted(uid: "r\(round)-\(i)")) }
+            XCTAssertEqual(wakes.withLock { $0 }, round + 1, "one wake per wait, not one per event")
+            let got = fast.read(max: 100)
+            XCTAssertEqual(got.dropped, 2, "6 events into a ring of 4 while it did not read")
+            XCTAssertEqual(got.events.count, 4)
+        }
+        let s = slow.read(max: 100)
+        XCTAssertEqual(s.dropped, 14)
+        XCTAssertEqual(s.events.count, 4)
+        slow.cancel()
+        fast.cancel()
+        hub.emit(p, .userDeleted(uid: "nobody listens"))
+    }
+
     func testSubscribersAreCappedAndCancellingFreesASlot() throws {
         let hub = EventHub(clock: clock, maxSubscribers: 2)
         let a = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
