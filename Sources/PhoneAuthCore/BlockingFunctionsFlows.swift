@@ -31,34 +31,8 @@ extension Emulator {
         } else {
             guard let info = sessionInfo, !info.isEmpty else { throw AuthError(.missingSessionInfo) }
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
-            guard let sid = SessionID(info), var session = tx.store.sessions[sid], session.kind == .signIn, session.owner == nil else {
-                throw AuthError(.invalidSessionInfo)  // MFA codes are consumed only by MFA finalize
-            }
-            if let exp = session.expiresAt, now >= exp {
-                tx.deleteSession(sid)
-                tx.emit(.sessionExpired(phoneNumber: session.phoneNumber, session: sid))
-                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .sessionExpired, attemptsLeft: nil))
-                throw AuthError(.sessionExpired)
-            }
-            if let left = session.attemptsLeft, left <= 0 {
-                tx.deleteSession(sid)
-                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .tooManyAttemptsTryLater, attemptsLeft: 0))
-                throw AuthError(.tooManyAttemptsTryLater)
-            }
-            if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
-                throw Self.scenarioError(scenario)
-            }
-            guard constantTimeEquals(code, session.code) else {
-                if let left = session.attemptsLeft {
-                    session.attemptsLeft = left - 1
-                    tx.save(session)
-                }
-                tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: .signIn, session: sid, reason: .invalidCode,
-                                      attemptsLeft: session.attemptsLeft))
-                throw AuthError(.invalidCode)
-            }
-            tx.deleteSession(sid)  // single use, consumed before the account checks (as production)
-            tx.emit(.codeVerified(phoneNumber: session.phoneNumber, kind: .signIn, session: sid))
+            // Single use, consumed before the account checks (as production); MFA codes only by MFA finalize.
+            let session = try consumeCode(&tx, sessionInfo: info, code: code, now: now) { $0.kind == .signIn && $0.owner == nil }
             phone = session.phoneNumber
             viaProof = false
         }
