@@ -46,12 +46,13 @@ public final class PhoneAuthApp: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
-        respond(to: request, deliver: { context.complete($0) }, onClose: { context.onClose($0) })
+        respond(to: request, deliver: { context.complete($0) }, onClose: { context.onClose($0) }, runOnLoop: { context.runOnLoop($0) })
     }
 
     /// `respond(to:context:)` with the two things a context does as closures (tests deliver deferred replies here).
     func respond(to request: HTTPRequest, deliver: @escaping @Sendable (HTTPResponse) -> Void,
-                 onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in }) -> HTTPResponse? {
+                 onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { _ in },
+                 runOnLoop: @escaping @Sendable (@escaping @Sendable () -> Void) -> Bool = { _ in false }) -> HTTPResponse? {
         let seen = BoundaryHeaders(request.headers)
         if request.method == "OPTIONS" { return preflight(request, seen) }
         let match = Router.match(method: request.method, path: request.path)
@@ -72,21 +73,23 @@ public final class PhoneAuthApp: HTTPResponder {
         case .methodNotAllowed:
             return render(error: AuthError(.methodNotAllowed), for: request)
         case .route(let route):
-            if let pool = signingPool, route.run == .bulk || (route.run == .offload && tokens.mode == .rs256) {
-                pool.submit { [self] in
-                    if let r = self.handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) { deliver(r) }
-                }
-                return nil
+            guard let pool = signingPool, route.run == .bulk || (route.run != .loop && tokens.mode == .rs256) else {
+                return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose)
             }
-            var offLoop: (@Sendable () -> Void)? = nil
-            if let pool = signingPool, route.run == .adaptive, tokens.mode == .rs256 {
-                offLoop = { [self] in
-                    pool.submit { [self] in
-                        if let r = self.handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) { deliver(r) }
-                    }
-                }
+            let job: @Sendable () -> Void = { [self] in
+                if let r = self.handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose) { deliver(r) }
             }
-            return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose, offLoop: offLoop)
+            // Signing work runs later on this event loop when it has room (no hand-off, no context switch; cheap
+            // requests that arrive meanwhile still go first), else on the pool. Bulk work, and anything before the
+            // first key exists (waiting for it blocks), always goes to the pool.
+            let later: @Sendable () -> Void = { [tokens] in
+                if route.run == .bulk || !tokens.hasKeys || !runOnLoop(job) { pool.submit(job) }
+            }
+            if route.run == .adaptive {
+                return handle(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose, offLoop: later)
+            }
+            later()
+            return nil
         }
     }
 
@@ -97,7 +100,8 @@ public final class PhoneAuthApp: HTTPResponder {
     /// durable (see PhoneAuthCore/Transaction.swift): the handler runs inside a `DurabilityScope`, and if its
     /// tickets are still being committed the answer is delivered later from the journal's committer thread, so no
     /// event loop and no pool thread ever waits for the disk. A rolled-back commit turns the answer into a 500.
-    /// `offLoop`: on an event loop for an `.adaptive` route, what moves the request to the signing pool.
+    /// `offLoop`: on an event loop for an `.adaptive` route, what moves the request off the fast path (to run later on
+    /// the loop, or on the signing pool).
     func handle(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false, deliver: @escaping @Sendable (HTTPResponse) -> Void,
                 onClose: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void, offLoop: (@Sendable () -> Void)? = nil) -> HTTPResponse? {
         guard emulator.journal != nil else { return run(request, route, foreignOrigin: foreignOrigin, deliver: deliver, onClose: onClose, offLoop: offLoop) }

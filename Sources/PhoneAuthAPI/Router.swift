@@ -44,14 +44,16 @@ enum BodyKind: Sendable { case none, json, jsonOrForm }
 enum Execution: Sendable {
     /// On the event loop.
     case loop
-    /// Signs tokens: on the signing pool when signing is RS256, never on an event loop then.
+    /// Signs tokens. With RS256 signing, not while the loop serves the requests at hand: it runs later, as a job of
+    /// the same event loop between its polls (`ResponseContext.runOnLoop`: no thread hand-off, no context switch),
+    /// or on the signing pool when the loop's job queue is full or no key exists yet.
     case offload
     /// On the event loop while the work is cheap: a handler that is about to do costly work (sign a token, hash a
     /// password) before it has changed anything calls `Call.beforeCostlyWork()`, and with RS256 signing the request
-    /// runs again from the start on the signing pool. (An MFA password sign-in signs nothing: it stays on the loop and
+    /// runs again from the start where `.offload` work runs. (An MFA password sign-in signs nothing: it stays on the loop and
     /// saves two thread hand-offs.)
     case adaptive
-    /// Bulk work (batch deletes and imports, wipes, full listings, export): on the worker pool in every signing mode,
+    /// Bulk work (batch deletes and imports, wipes, full listings, export, key generation): on the worker pool in every signing mode,
     /// so one large request never holds an event loop.
     case bulk
 }
@@ -255,7 +257,7 @@ enum Router {
                  "move it forward (`{seconds}`)", EmulatorControls.advanceClock),
         RouteRow("POST", "/emulator/v1/clock:reset", .emulator, .json, .loop,
                  "back to the real time", EmulatorControls.resetClock),
-        RouteRow("POST", "/emulator/v1/keys:rotate", .emulator, .json, .offload,
+        RouteRow("POST", "/emulator/v1/keys:rotate", .emulator, .json, .bulk,
                  "new signing key; up to 4 previous ones stay published, older ones are retired (`retiredKids`)", EmulatorControls.rotateKeys),
         RouteRow("POST", "/emulator/v1/projects/{project}:export", .emulator, .json, .bulk,
                  "export users and config (`{path}`, inside `--export-root`)", ExportEndpoint.handle),

@@ -54,6 +54,9 @@ public final class TokenService: Sendable {
     /// that need keys run on the signing pool.
     public func waitForKeys() { pending.wait() }
 
+    /// Whether a key exists already (false only while the first one is being generated): signing will not wait.
+    public var hasKeys: Bool { keys.withLock { !$0.isEmpty } }
+
     /// Published keys, current first.
     public var publishedKeys: [SigningKey] {
         if let k = keys.withLock({ $0.isEmpty ? nil : $0 }) { return k }

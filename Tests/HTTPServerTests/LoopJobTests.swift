@@ -1,0 +1,126 @@
+import CSystem
+import EmulatorSupport
+import HTTPServer
+import Synchronization
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `/job` runs its answer as a job of its own event loop (`ResponseContext.runOnLoop`), falling back to a pool when
+/// the loop refuses; `/elsewhere` asks from a pool thread, where the loop must refuse; anything else answers at once.
+final class LoopJobResponder: HTTPResponder {
+    let pool = WorkerPool(threads: 1)
+    let onLoop = Atomic<Int>(0)
+    let onPool = Atomic<Int>(0)
+    let wrongThread = Atomic<Int>(0)
+
+    func respond(to request: HTTPRequest, context: ResponseContext) -> HTTPResponse? {
+        switch request.path {
+        case "/job":
+            let responding = UInt(pthread_self())
+            let job: @Sendable () -> Void = { [self] in
+                if UInt(pthread_self()) == responding { onLoop.wrappingAdd(1, ordering: .relaxed) } else { onPool.wrappingAdd(1, ordering: .relaxed) }
+                context.complete(HTTPResponse(status: 200, body: Array("job".utf8)))
+            }
+            if !context.runOnLoop(job) { pool.submit(job) }
+            return nil
+        case "/elsewhere":
+            pool.submit { [self] in
+                let taken = context.runOnLoop { [self] in wrongThread.wrappingAdd(1, ordering: .relaxed) }
+                context.complete(HTTPResponse(status: 200, body: Array((taken ? "taken" : "refused").utf8)))
+            }
+            return nil
+        default:
+            return HTTPResponse(status: 200, body: Array("cheap".utf8))
+        }
+    }
+}
+
+/// Work a responder runs later on its own event loop: answered, in order, on the loop's thread, and refused from
+/// other threads.
+final class LoopJobTests: XCTestCase {
+    var server: HTTPServer!
+    let responder = LoopJobResponder()
+    var port = 0
+
+    override func setUpWithError() throws {
+        server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, eventLoops: 2), responder: responder,
+                            logger: Logger(label: "test", level: .critical))
+        port = try server.start()
+    }
+
+    override func tearDown() {
+        server.shutdown()
+        responder.pool.shutdown()
+    }
+
+    func connect() -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        XCTAssertEqual(rc, 0)
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    func send(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Reads `count` responses (by their Content-Length) and returns their bodies.
+    func readBodies(_ fd: Int32, count: Int) -> [String] {
+        var input: [UInt8] = []
+        var bodies: [String] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while bodies.count < count {
+            let text = String(decoding: input, as: UTF8.self)
+            if let headEnd = text.range(of: "\r\n\r\n"),
+               let cl = text[..<headEnd.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
+               let length = Int(String(cl.dropFirst("content-length:".count)).filter { $0 != " " }) {
+                let headBytes = text[..<headEnd.upperBound].utf8.count
+                if input.count >= headBytes + length {
+                    bodies.append(String(decoding: input[headBytes..<(headBytes + length)], as: UTF8.self))
+                    input.removeFirst(headBytes + length)
+                    continue
+                }
+            }
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            input.append(contentsOf: buf[0..<n])
+        }
+        return bodies
+    }
+
+    func testAJobRunsOnTheLoopThatHoldsTheRequestAndAnswersInOrder() {
+        let fd = connect()
+        defer { close(fd) }
+        send(fd, "GET /job HTTP/1.1\r\nHost: x\r\n\r\nGET /cheap HTTP/1.1\r\nHost: x\r\n\r\nGET /job HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(readBodies(fd, count: 3), ["job", "cheap", "job"])
+        XCTAssertEqual(responder.onLoop.load(ordering: .relaxed), 2, "both jobs ran on the responding loop's thread")
+        XCTAssertEqual(responder.onPool.load(ordering: .relaxed), 0)
+    }
+
+    func testOtherThreadsCannotQueueJobsOnALoop() {
+        let fd = connect()
+        defer { close(fd) }
+        send(fd, "GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(readBodies(fd, count: 1), ["refused"])
+        XCTAssertEqual(responder.wrongThread.load(ordering: .relaxed), 0)
+    }
+
+    func testManyJobsAtOnceAreAllAnswered() {
+        // More connections than one loop queues jobs for: whatever the loops refuse runs on the pool; every
+        // request is answered once.
+        let fds = (0..<150).map { _ in connect() }
+        defer { fds.forEach { close($0) } }
+        for fd in fds { send(fd, "GET /job HTTP/1.1\r\nHost: x\r\n\r\n") }
+        for fd in fds { XCTAssertEqual(readBodies(fd, count: 1), ["job"]) }
+        XCTAssertEqual(responder.onLoop.load(ordering: .relaxed) + responder.onPool.load(ordering: .relaxed), 150)
+    }
+}
