@@ -59,3 +59,139 @@ int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t
     pthread_attr_destroy(&attr);
     return rc;
 }
+
+// MARK: io_uring sends (see CSystem.h)
+
+#include <linux/io_uring.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <string.h>
+#include <stdint.h>
+
+struct csys_uring {
+    int fd;
+    unsigned entries;
+    unsigned *sq_head, *sq_tail, *sq_mask, *sq_array;
+    struct io_uring_sqe *sqes;
+    unsigned *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_cqe *cqes;
+    void *sq_ptr, *cq_ptr;
+    size_t sq_len, cq_len, sqes_len;
+};
+
+csys_uring *csys_uring_create(unsigned entries) {
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    int fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    if (fd < 0) return NULL;
+    csys_uring *r = calloc(1, sizeof *r);
+    if (!r) { close(fd); return NULL; }
+    r->fd = fd;
+    r->entries = p.sq_entries < entries ? p.sq_entries : entries;
+    r->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    r->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    int single = (p.features & IORING_FEAT_SINGLE_MMAP) != 0;
+    if (single) {
+        if (r->cq_len > r->sq_len) r->sq_len = r->cq_len;
+        r->cq_len = r->sq_len;
+    }
+    r->sq_ptr = mmap(NULL, r->sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
+    if (r->sq_ptr == MAP_FAILED) { close(fd); free(r); return NULL; }
+    if (single) {
+        r->cq_ptr = r->sq_ptr;
+    } else {
+        r->cq_ptr = mmap(NULL, r->cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_CQ_RING);
+        if (r->cq_ptr == MAP_FAILED) { munmap(r->sq_ptr, r->sq_len); close(fd); free(r); return NULL; }
+    }
+    r->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+    r->sqes = mmap(NULL, r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
+    if (r->sqes == MAP_FAILED) {
+        if (!single) munmap(r->cq_ptr, r->cq_len);
+        munmap(r->sq_ptr, r->sq_len);
+        close(fd);
+        free(r);
+        return NULL;
+    }
+    char *sq = r->sq_ptr, *cq = r->cq_ptr;
+    r->sq_head = (unsigned *)(sq + p.sq_off.head);
+    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
+    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+    r->sq_array = (unsigned *)(sq + p.sq_off.array);
+    r->cq_head = (unsigned *)(cq + p.cq_off.head);
+    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
+    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    return r;
+}
+
+void csys_uring_destroy(csys_uring *r) {
+    if (!r) return;
+    munmap(r->sqes, r->sqes_len);
+    if (r->cq_ptr != r->sq_ptr) munmap(r->cq_ptr, r->cq_len);
+    munmap(r->sq_ptr, r->sq_len);
+    close(r->fd);
+    free(r);
+}
+
+/// Reaps completions into `results` (indexed by user_data) until `want` arrived; waits in the kernel when needed.
+static int uring_reap(csys_uring *r, unsigned want, int *results, int base) {
+    unsigned got = 0;
+    unsigned head = *r->cq_head;
+    while (got < want) {
+        unsigned tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
+        while (head != tail && got < want) {
+            struct io_uring_cqe *cqe = &r->cqes[head & *r->cq_mask];
+            results[base + (int)cqe->user_data] = cqe->res;
+            head++;
+            got++;
+        }
+        __atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
+        if (got < want) {
+            int rc = (int)syscall(__NR_io_uring_enter, r->fd, 0, want - got, IORING_ENTER_GETEVENTS, NULL, 0);
+            if (rc < 0 && errno != EINTR) return -errno;
+        }
+    }
+    return 0;
+}
+
+int csys_uring_send_batch(csys_uring *r, int n, const int *fds, const void *const *bufs, const unsigned *lens, int *results) {
+    int done = 0;
+    while (done < n) {
+        unsigned batch = (unsigned)(n - done) < r->entries ? (unsigned)(n - done) : r->entries;
+        unsigned tail = *r->sq_tail;
+        for (unsigned i = 0; i < batch; i++) {
+            unsigned idx = tail & *r->sq_mask;
+            struct io_uring_sqe *sqe = &r->sqes[idx];
+            memset(sqe, 0, sizeof *sqe);
+            sqe->opcode = IORING_OP_SEND;
+            sqe->fd = fds[done + (int)i];
+            sqe->addr = (unsigned long long)(uintptr_t)bufs[done + (int)i];
+            sqe->len = lens[done + (int)i];
+            sqe->msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+            sqe->user_data = i;
+            r->sq_array[idx] = idx;
+            results[done + (int)i] = -EIO;
+            tail++;
+        }
+        __atomic_store_n(r->sq_tail, tail, __ATOMIC_RELEASE);
+        unsigned submitted = 0;
+        int retries = 0;
+        while (submitted < batch) {
+            int rc = (int)syscall(__NR_io_uring_enter, r->fd, batch - submitted, 0, 0, NULL, 0);
+            if (rc < 0) {
+                if ((errno == EINTR || errno == EAGAIN || errno == EBUSY) && ++retries < 1000) continue;
+                int e = errno;
+                for (int k = done; k < n; k++) results[k] = -EIO;
+                return -e;
+            }
+            submitted += (unsigned)rc;
+        }
+        int rc = uring_reap(r, batch, results, done);
+        if (rc < 0) {
+            for (int k = done; k < n; k++) results[k] = -EIO;
+            return rc;
+        }
+        done += (int)batch;
+    }
+    return 0;
+}

@@ -13,6 +13,8 @@ final class Connection {
     let peer: PeerAddress
     var state: ConnectionState
     var registered = false
+    /// Waiting in `EventLoop.queuedSends` for this iteration's batch.
+    var sendQueued = false
 
     init(fd: Int32, id: UInt64, peer: PeerAddress, state: ConnectionState) {
         self.fd = fd
@@ -45,6 +47,11 @@ public struct ConnectionPolicy: Sendable {
     }
 }
 
+/// The turn counter the loops of one server share (see `EventLoop.siblings`).
+final class AcceptTurns: Sendable {
+    let next = Atomic<UInt>(0)
+}
+
 /// One epoll loop on its own thread. All connection state is touched only by that thread; `enqueueCompletion`,
 /// `enqueueCloseHook` and `requestStop` are the only entry points from other threads.
 ///
@@ -73,6 +80,8 @@ final class EventLoop: @unchecked Sendable {
         case response(UInt64, UInt64, HTTPResponse)
         case closeHook(UInt64, UInt64, @Sendable () -> Void)
         case streamReady(UInt64, UInt64)
+        /// A connection another loop accepted for this one (see `siblings`).
+        case adopt(Int32, PeerAddress, String)
     }
     private let completions = Locked<[Handoff]>([])
     /// Hand-offs made on the loop's own thread (a job below answering, a close hook registered while responding, an
@@ -85,11 +94,31 @@ final class EventLoop: @unchecked Sendable {
     /// Costly work a responder asked to run on this loop later (`ResponseContext.runOnLoop`): signing a token
     /// (~200 µs) here, after the events at hand, costs no thread hand-off and no context switch. Run in slices of
     /// `jobSliceNanos` between polls, so cheap requests that arrive meanwhile wait for at most one slice.
+    /// All the server's loops, this one included (set before they run), and the shared turn counter: accepted
+    /// connections are dealt to the loops in turn, so each loop serves its share (the first loop to wake would
+    /// otherwise accept a whole burst of connections, and with signing on the loops one core would do all the work).
+    private var siblings: [EventLoop] = []
+    private var turns: AcceptTurns? = nil
     private var jobs: [(@Sendable () -> Void)?] = []
     private var jobsHead = 0
     /// At most this many jobs wait on one loop; a responder that finds the queue full runs its work elsewhere.
     static let maxQueuedJobs = 64
     static let jobSliceNanos: UInt64 = 1_000_000
+    /// The sends of one iteration go out together, through an io_uring: one system call for many sockets. A client
+    /// woken by an answer then runs once after the batch instead of preempting the loop after every answer (that
+    /// preemption was most of a sign-in's context switches under load). nil where io_uring is refused (a seccomp
+    /// profile, an old kernel) or turned off: each send is then its own `send(2)`, at once.
+    private let uring: OpaquePointer?
+    private var queuedSends: [Connection] = []
+    private var batch: [Connection] = []
+    private var sendBytes: [UInt8] = []
+    private var sendFDs: [Int32] = []
+    private var sendOffsets: [Int] = []
+    private var sendLengths: [UInt32] = []
+    private var sendResults: [Int32] = []
+    private var sendBuffers: [UnsafeRawPointer?] = []
+    /// At most this much of one connection's output per batch (the rest goes in the next round).
+    static let maxBatchedSend = 256 * 1024
     /// Streams that have something, pulled together once `streamPullsDue` passes: events that arrive within
     /// `streamBatchNanos` go out in one pull and one `send` per stream instead of one each (ten readers of a stream
     /// under load would otherwise cost ten system calls per event).
@@ -109,22 +138,31 @@ final class EventLoop: @unchecked Sendable {
     #endif
 
     init(listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
-         admission: ConnectionAdmission) throws {
+         admission: ConnectionAdmission, batchSends: Bool = true) throws {
         self.admission = admission
         self.listenFD = listenFD
         self.responder = responder
         self.config = ConnectionState.Config(policy)
         self.logger = logger
         actions.reserveCapacity(8)
+        uring = batchSends ? csys_uring_create(64) : nil
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epfd >= 0 else { throw SystemError("epoll_create1", errno: csys_errno()) }
+        guard epfd >= 0 else {
+            if let uring { csys_uring_destroy(uring) }
+            throw SystemError("epoll_create1", errno: csys_errno())
+        }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else { close(epfd); throw SystemError("eventfd", errno: csys_errno()) }
+        guard wakeFD >= 0 else {
+            if let uring { csys_uring_destroy(uring) }
+            close(epfd)
+            throw SystemError("eventfd", errno: csys_errno())
+        }
         try ctl(EPOLL_CTL_ADD, wakeFD, EPOLLIN.rawValue, tag: EventLoop.wakeTag)
         try addListener()
     }
 
     deinit {
+        if let uring { csys_uring_destroy(uring) }
         close(wakeFD)
         close(epfd)
     }
@@ -174,6 +212,17 @@ final class EventLoop: @unchecked Sendable {
         if first { wake() }
     }
 
+    /// Makes the loops of one server deal accepted connections in turn. Call before any of them runs.
+    func join(_ loops: [EventLoop], turns: AcceptTurns) {
+        siblings = loops
+        self.turns = turns
+    }
+
+    /// Takes over a connection another loop accepted (from that loop's thread).
+    private func adopt(_ fd: Int32, _ peer: PeerAddress, _ remote: String) {
+        enqueue(.adopt(fd, peer, remote))
+    }
+
     /// Whether the caller runs on this loop's thread.
     @inline(__always) var onOwnerThread: Bool {
         ownerThread.load(ordering: .relaxed) == UInt(pthread_self())
@@ -207,6 +256,66 @@ final class EventLoop: @unchecked Sendable {
         if jobsHead == jobs.count {
             jobs.removeAll(keepingCapacity: jobs.capacity <= 256)
             jobsHead = 0
+        }
+        settle(now: monotonicNanos())
+    }
+
+    /// Takes the hand-offs made on this thread and sends what is queued, until neither is left (a send's result can
+    /// close a connection and run close hooks, which can answer other requests).
+    private func settle(now: UInt64) {
+        repeat {
+            takeLocalHandoffs(now: now)
+            flushSends()
+        } while !localHandoffs.isEmpty || !queuedSends.isEmpty
+    }
+
+    /// Sends every queued connection's pending output in one io_uring submission (more rounds for partial sends),
+    /// feeding each result back as `send` would.
+    private func flushSends() {
+        guard let uring else { return }
+        while !queuedSends.isEmpty {
+            swap(&batch, &queuedSends)
+            queuedSends.removeAll(keepingCapacity: true)
+            sendBytes.removeAll(keepingCapacity: sendBytes.capacity <= 1 << 20)
+            sendFDs.removeAll(keepingCapacity: true)
+            sendOffsets.removeAll(keepingCapacity: true)
+            sendLengths.removeAll(keepingCapacity: true)
+            var live = 0
+            for c in batch {
+                c.sendQueued = false
+                // Closed meanwhile (its descriptor may already belong to a new connection), or nothing left to send.
+                guard !c.state.closed, connections[c.id] === c, c.state.pendingOutput > 0 else { continue }
+                batch[live] = c
+                live += 1
+                let start = sendBytes.count
+                c.state.withPendingOutput { sendBytes.append(contentsOf: $0.prefix(Self.maxBatchedSend)) }
+                sendOffsets.append(start)
+                sendLengths.append(UInt32(sendBytes.count - start))
+                sendFDs.append(c.fd)
+            }
+            batch.removeSubrange(live...)
+            guard live > 0 else { continue }
+            sendResults.removeAll(keepingCapacity: true)
+            sendResults.append(contentsOf: repeatElement(0, count: live))
+            sendBytes.withUnsafeBytes { bytes in
+                sendBuffers.removeAll(keepingCapacity: true)
+                for o in sendOffsets { sendBuffers.append(UnsafeRawPointer(bytes.baseAddress! + o)) }
+                _ = csys_uring_send_batch(uring, Int32(live), sendFDs, sendBuffers, sendLengths, &sendResults)
+            }
+            let now = monotonicNanos()
+            for (i, c) in batch.enumerated() {
+                let r = sendResults[i]
+                let event: ConnectionEvent
+                if r > 0 {
+                    event = .wrote(Int(r), now: now)
+                } else if r == 0 || r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR {
+                    event = .writeWouldBlock
+                } else {
+                    event = .hangup  // a socket error, or a ring failure that left it unknown what was sent
+                }
+                drive(c, event, now: now)
+            }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 
@@ -266,7 +375,7 @@ final class EventLoop: @unchecked Sendable {
                     }
                 }
             }
-            takeLocalHandoffs(now: now)
+            settle(now: now)
             if hasJobs { runJobs() }
             if let due = streamPullsDue, now >= due {
                 let ready = streamPulls
@@ -281,6 +390,7 @@ final class EventLoop: @unchecked Sendable {
                 sweep(now: now)
                 lastSweep = now
             }
+            settle(now: now)
             if let since = stoppingSince {
                 if connections.isEmpty { break }
                 if now &- since > 10_000_000_000 {
@@ -288,6 +398,13 @@ final class EventLoop: @unchecked Sendable {
                     break
                 }
             }
+        }
+        siblings = []  // the loops referenced each other: let them go
+        // Connections another loop dealt to this one after it stopped: closed, not leaked.
+        let left = completions.withLock { q -> [Handoff] in let d = q; q.removeAll(); return d } + localHandoffs
+        for case .adopt(let fd, let peer, _) in left {
+            close(fd)
+            admission.release(peer)
         }
     }
 
@@ -326,13 +443,26 @@ final class EventLoop: @unchecked Sendable {
             }
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let id = nextID
-            nextID += 1
-            let c = Connection(fd: fd, id: id, peer: peer, state: ConnectionState(config: config, remote: Self.describe(&addr), now: now))
-            connections[id] = c
-            connectionCount.wrappingAdd(1, ordering: .relaxed)
-            drive(c, .opened, now: now)
+            let remote = Self.describe(&addr)
+            if siblings.count > 1, let turns {
+                let target = siblings[Int(turns.next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(siblings.count))]
+                if target !== self {
+                    target.adopt(fd, peer, remote)
+                    continue
+                }
+            }
+            register(fd, peer, remote, now: now)
         }
+    }
+
+    /// Starts serving an accepted connection on this loop.
+    private func register(_ fd: Int32, _ peer: PeerAddress, _ remote: String, now: UInt64) {
+        let id = nextID
+        nextID += 1
+        let c = Connection(fd: fd, id: id, peer: peer, state: ConnectionState(config: config, remote: remote, now: now))
+        connections[id] = c
+        connectionCount.wrappingAdd(1, ordering: .relaxed)
+        drive(c, .opened, now: now)
     }
 
     private static let refusal: [UInt8] = {
@@ -405,6 +535,13 @@ final class EventLoop: @unchecked Sendable {
             case .streamReady(let id, let number):
                 streamPulls.append((id, number))
                 if streamPullsDue == nil { streamPullsDue = now &+ EventLoop.streamBatchNanos }
+            case .adopt(let fd, let peer, let remote):
+                if stoppingSince != nil {
+                    close(fd)
+                    admission.release(peer)
+                } else {
+                    register(fd, peer, remote, now: now)
+                }
             }
         }
     }
@@ -468,6 +605,13 @@ final class EventLoop: @unchecked Sendable {
                         next = .deferred(number)
                     }
                 case .send:
+                    if uring != nil {
+                        if !c.sendQueued {
+                            c.sendQueued = true
+                            queuedSends.append(c)
+                        }
+                        break
+                    }
                     switch c.state.withPendingOutput({ Posix.send(c.fd, $0) }) {
                     case .bytes(let n): next = .wrote(n, now: now)
                     case .wouldBlock, .endOfStream: next = .writeWouldBlock

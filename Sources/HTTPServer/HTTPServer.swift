@@ -17,8 +17,12 @@ public final class HTTPServer: Sendable {
         public var maxConnectionsPerPeer: Int
         /// Most connections in all; 0: the descriptor limit minus a reserve (max(64, limit/16)).
         public var maxConnections: Int
+        /// Send an event loop iteration's answers in one io_uring submission where the kernel allows it (see
+        /// `EventLoop.uring`); false: one send(2) each.
+        public var batchSends: Bool
         public init(host: String = "127.0.0.1", port: Int = 9099, eventLoops: Int = 2, policy: ConnectionPolicy = ConnectionPolicy(),
-                    maxConnectionsPerPeer: Int = 0, maxConnections: Int = 0) {
+                    maxConnectionsPerPeer: Int = 0, maxConnections: Int = 0, batchSends: Bool = true) {
+            self.batchSends = batchSends
             self.host = host
             self.port = port
             self.eventLoops = eventLoops
@@ -75,12 +79,14 @@ public final class HTTPServer: Sendable {
         do {
             for _ in 0..<max(1, configuration.eventLoops) {
                 loops.append(try EventLoop(listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
-                                           admission: gate))
+                                           admission: gate, batchSends: configuration.batchSends))
             }
         } catch {
             close(fd)
             throw error
         }
+        let turns = AcceptTurns()
+        for loop in loops { loop.join(loops, turns: turns) }
         let threads = loops.map { loop in NativeThread.start { loop.run() } }
         let port = Self.localPort(fd)
         boundPort.store(port, ordering: .releasing)

@@ -305,5 +305,8 @@ extension ServerSettings {
                      hidden: true),
         ServerOption(nil, env: "PHONE_AUTH_EMULATOR_SIGNING_THREADS", .one { s, v in if let n = Int(v) { s.signingThreads = max(1, min(n, 64)) } },
                      hidden: true),
+        // Environment only, for benchmarking: `0` sends each answer with its own send(2) instead of batching an event
+        // loop iteration's sends through io_uring.
+        ServerOption(nil, env: "PHONE_AUTH_EMULATOR_BATCH_SENDS", .one { s, v in s.batchSends = v != "0" }, hidden: true),
     ]
 }

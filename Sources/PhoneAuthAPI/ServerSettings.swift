@@ -54,6 +54,8 @@ public struct ServerSettings: Sendable {
     public var eventLoops: Int?
     /// `PHONE_AUTH_EMULATOR_SIGNING_THREADS` (1–64; benchmarking): nil = the CPU count.
     public var signingThreads: Int?
+    /// `PHONE_AUTH_EMULATOR_BATCH_SENDS=0` (benchmarking): one send(2) per answer instead of io_uring batches.
+    public var batchSends = true
     /// Where the configuration came from (a path, or "embedded default").
     public var configSource = "embedded default"
     public var projects: [String: ProjectConfig] = [:]

@@ -140,7 +140,7 @@ public enum PhoneAuthServer {
         policy.renderError = PhoneAuthApp.renderHTTPError
         let http = HTTPServer(
             configuration: HTTPServer.Configuration(host: settings.host, port: settings.port, eventLoops: loopCount, policy: policy,
-                                                    maxConnectionsPerPeer: settings.maxConnectionsPerPeer),
+                                                    maxConnectionsPerPeer: settings.maxConnectionsPerPeer, batchSends: settings.batchSends),
             responder: app, logger: logger)
         let port: Int
         do { port = try http.start() } catch { throw StartError("\(error)", exitCode: 1) }

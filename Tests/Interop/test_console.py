@@ -24,6 +24,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 except ImportError:  # pragma: no cover - depends on the machine
     webdriver = None
 
@@ -123,6 +124,18 @@ def view_ready(driver, view):
         "events": lambda d: "Connecting" not in d.find_element(By.ID, "live").text,
     }
     WebDriverWait(driver, WAIT).until(checks[view])
+
+
+def click(driver, by, what):
+    """Clicks an element, finding it again if the view re-rendered it in between (a list refreshed by a live event
+    replaces its rows: a reference found a moment earlier is then stale)."""
+    def attempt(d):
+        try:
+            d.find_element(by, what).click()
+            return True
+        except (StaleElementReferenceException, NoSuchElementException):
+            return False
+    WebDriverWait(driver, WAIT).until(attempt)
 
 
 def shot(driver, name):
@@ -234,8 +247,21 @@ def test_dark_and_light_follow_the_system_preference(emu, events_available):
 
 
 def code_row(driver, phone):
-    rows = driver.find_elements(By.CSS_SELECTOR, "#codes-table tbody tr")
-    return [r for r in rows if r.find_element(By.CSS_SELECTOR, "td").text == phone]
+    """The Codes rows for `phone` ([] while the table is being re-rendered by a live event)."""
+    try:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#codes-table tbody tr")
+        return [r for r in rows if r.find_element(By.CSS_SELECTOR, "td").text == phone]
+    except StaleElementReferenceException:
+        return []
+
+
+def row_state(driver, phone):
+    """(text, data-state) of the first Codes row for `phone`, or None (read in one go: rows are re-rendered live)."""
+    try:
+        rows = code_row(driver, phone)
+        return (rows[0].text, rows[0].get_attribute("data-state")) if rows else None
+    except StaleElementReferenceException:
+        return None
 
 
 @browser_only
@@ -247,12 +273,19 @@ def test_a_sent_code_appears_without_a_reload(browser, emu, events_available):
     phone = "+15551230001"
     emu.send(phone)
     code = emu.code_for(phone)
-    WebDriverWait(browser, WAIT).until(lambda d: code_row(d, phone))
-    row = code_row(browser, phone)[0]
-    WebDriverWait(browser, WAIT).until(lambda d: code in row.text)
-    assert row.get_attribute("data-state") == "pending"
+    WebDriverWait(browser, WAIT).until(lambda d: (row_state(d, phone) or ("", ""))[0].find(code) >= 0)
+    assert row_state(browser, phone)[1] == "pending"
     shot(browser, "codes-live")
-    row.find_element(By.CSS_SELECTOR, "button").click()  # copy: a toast says so
+
+    def copy(d):  # copy: a toast says so
+        try:
+            rows = code_row(d, phone)
+            if rows:
+                rows[0].find_element(By.CSS_SELECTOR, "button").click()
+            return bool(rows)
+        except StaleElementReferenceException:
+            return False
+    WebDriverWait(browser, WAIT).until(copy)
     WebDriverWait(browser, WAIT).until(lambda d: code in d.find_element(By.ID, "toast").text)
     assert problems(browser, events_available) == []
 
@@ -262,13 +295,13 @@ def test_advancing_the_clock_expires_a_pending_code(browser, emu, events_availab
     phone = "+15551230002"
     open_view(browser, emu, "codes")
     emu.send(phone)
-    WebDriverWait(browser, WAIT).until(lambda d: code_row(d, phone) and code_row(d, phone)[0].get_attribute("data-state") == "pending")
+    WebDriverWait(browser, WAIT).until(lambda d: (row_state(d, phone) or ("", ""))[1] == "pending")
     browser.find_element(By.CSS_SELECTOR, 'a[data-tab="clock"]').click()
     view_ready(browser, "clock")
     browser.find_element(By.CSS_SELECTOR, '[data-advance="3600"]').click()
     WebDriverWait(browser, WAIT).until(lambda d: "+1 h" in d.find_element(By.ID, "clock-offset").text)
     browser.find_element(By.CSS_SELECTOR, 'a[data-tab="codes"]').click()
-    WebDriverWait(browser, WAIT).until(lambda d: code_row(d, phone)[0].get_attribute("data-state") == "expired")
+    WebDriverWait(browser, WAIT).until(lambda d: (row_state(d, phone) or ("", ""))[1] == "expired")
     shot(browser, "codes-expired")
     requests.post(f"{emu.url}/emulator/v1/clock:reset", json={})
     assert problems(browser, events_available) == []
@@ -284,8 +317,7 @@ def test_claims_edited_in_users_are_in_the_next_id_token(browser, emu, events_av
     q.clear()
     q.send_keys(uid)
     browser.find_element(By.CSS_SELECTOR, "#users-search button").click()
-    WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button'))
-    browser.find_element(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button').click()
+    click(browser, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
     WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
     claims = browser.find_element(By.ID, "claims")
     # Refused in the page before anything is sent: a reserved name.

@@ -44,6 +44,22 @@ unsigned long long csys_monotonic_ns(void);
 /// Creates a detached-able pthread running fn(arg); returns 0 on success.
 int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t stack_size);
 
+/// An io_uring used for one thing: many non-blocking socket sends in one system call (an event loop answering a
+/// batch of requests). Opaque; one per event loop thread, never shared.
+typedef struct csys_uring csys_uring;
+
+/// Sets up a ring for up to `entries` sends per call; NULL when the kernel or a seccomp filter refuses io_uring.
+csys_uring *csys_uring_create(unsigned entries);
+
+/// Unmaps and closes the ring.
+void csys_uring_destroy(csys_uring *ring);
+
+/// Sends `lens[i]` bytes from `bufs[i]` on socket `fds[i]` (MSG_DONTWAIT | MSG_NOSIGNAL), i < n, in as few
+/// io_uring_enter calls as the ring's size allows; `results[i]` is the byte count or -errno (-EAGAIN: would block).
+/// Returns 0, or -errno when the ring itself failed: the results not yet written are then -EIO (whether those
+/// bytes went out is unknown; the caller must give up on those connections).
+int csys_uring_send_batch(csys_uring *ring, int n, const int *fds, const void *const *bufs, const unsigned *lens, int *results);
+
 /// libFuzzer's driver (linked only by scripts/fuzz, from libclang_rt.fuzzer_no_main).
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
 
