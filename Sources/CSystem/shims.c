@@ -82,7 +82,16 @@ struct csys_uring {
 csys_uring *csys_uring_create(unsigned entries) {
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
+    // One thread submits, and completions are taken right after each submission: no interrupting notifications
+    // (COOP_TASKRUN, Linux 5.19; SINGLE_ISSUER, 6.0). Older kernels refuse the flags: set up without them.
+#ifdef IORING_SETUP_SINGLE_ISSUER
+    p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+#endif
     int fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    if (fd < 0 && errno == EINVAL) {
+        memset(&p, 0, sizeof p);
+        fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    }
     if (fd < 0) return NULL;
     csys_uring *r = calloc(1, sizeof *r);
     if (!r) { close(fd); return NULL; }

@@ -108,7 +108,8 @@ final class EventLoop: @unchecked Sendable {
     /// woken by an answer then runs once after the batch instead of preempting the loop after every answer (that
     /// preemption was most of a sign-in's context switches under load). nil where io_uring is refused (a seccomp
     /// profile, an old kernel) or turned off: each send is then its own `send(2)`, at once.
-    private let uring: OpaquePointer?
+    private var uring: OpaquePointer? = nil
+    private let batchSends: Bool
     private var queuedSends: [Connection] = []
     private var batch: [Connection] = []
     private var sendBytes: [UInt8] = []
@@ -145,24 +146,16 @@ final class EventLoop: @unchecked Sendable {
         self.config = ConnectionState.Config(policy)
         self.logger = logger
         actions.reserveCapacity(8)
-        uring = batchSends ? csys_uring_create(64) : nil
+        self.batchSends = batchSends
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epfd >= 0 else {
-            if let uring { csys_uring_destroy(uring) }
-            throw SystemError("epoll_create1", errno: csys_errno())
-        }
+        guard epfd >= 0 else { throw SystemError("epoll_create1", errno: csys_errno()) }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else {
-            if let uring { csys_uring_destroy(uring) }
-            close(epfd)
-            throw SystemError("eventfd", errno: csys_errno())
-        }
+        guard wakeFD >= 0 else { close(epfd); throw SystemError("eventfd", errno: csys_errno()) }
         try ctl(EPOLL_CTL_ADD, wakeFD, EPOLLIN.rawValue, tag: EventLoop.wakeTag)
         try addListener()
     }
 
     deinit {
-        if let uring { csys_uring_destroy(uring) }
         close(wakeFD)
         close(epfd)
     }
@@ -342,6 +335,13 @@ final class EventLoop: @unchecked Sendable {
 
     func run() {
         ownerThread.store(UInt(pthread_self()), ordering: .relaxed)
+        // The ring belongs to this thread from set-up to teardown (io_uring ties work to the task that made the ring;
+        // made on another thread, its teardown interrupted that thread's blocking calls with EINTR).
+        if batchSends { uring = csys_uring_create(64) }
+        defer {
+            if let uring { csys_uring_destroy(uring) }
+            uring = nil
+        }
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var lastSweep = monotonicNanos()
         while true {

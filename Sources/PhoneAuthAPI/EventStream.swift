@@ -8,7 +8,7 @@ import PhoneAuthCore
 /// answers what is retained and closes. Events are rendered here, when the connection pulls them
 /// (PhoneAuthCore/Events.swift keeps them unrendered).
 enum EventStream {
-    enum Format: Sendable { case sse, jsonl }
+    typealias Format = EventWireFormat
 
     /// The SSE keep-alive comment and its period.
     static let keepAlive = Array(": keep-alive\n\n".utf8)
@@ -115,18 +115,16 @@ final class EventStreamSource: HTTPStreamSource {
 
     func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull {
         while true {
-            let batch = subscription.read(max: 64)
+            // Events another reader rendered arrive as bytes in `out`; this reader renders the rest, once for all.
+            let batch = subscription.read(max: 64, format: format, into: &out)
             if batch.dropped > 0 {
                 EventStream.render(EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)),
                                    key: key, format: format, into: &out)
             }
-            for (e, cached) in zip(batch.events, batch.rendered) {
-                var data = cached
-                if data.isEmpty {
-                    data = e.json(key).serialized()
-                    subscription.log.keepRendered(e, data)
-                }
-                EventStream.frame(e, data, format: format, into: &out)
+            for (e, sequence) in zip(batch.events, batch.sequence) {
+                let start = out.count
+                EventStream.render(e, key: key, format: format, into: &out)
+                subscription.keep(e, sequence: sequence, format: format, Array(out[start...]))
             }
             switch batch.status {
             case .more: if out.count >= limit { return .more }

@@ -302,6 +302,14 @@ public final class EventHub: Sendable {
     }
 }
 
+/// How a stream carries events (the bytes a log keeps per event and format).
+public enum EventWireFormat: Int, Sendable, CaseIterable {
+    /// Server-Sent Events blocks.
+    case sse
+    /// One JSON object per line.
+    case jsonl
+}
+
 /// One store's ring of events and its subscribers.
 public final class EventLog: Sendable {
     public let key: StoreKey
@@ -320,8 +328,9 @@ public final class EventLog: Sendable {
     struct State {
         /// `ring[seq % capacity]`; grows to `capacity`.
         var ring: [EmulatorEvent] = []
-        /// Each event's JSON once a reader rendered it (empty: not yet), beside `ring`: ten subscribers render once.
-        var rendered: [[UInt8]] = []
+        /// Each event as the wire carries it, per `EventWireFormat`, once a reader rendered it (empty: not yet),
+        /// beside `ring`: of ten readers one renders, the others copy bytes.
+        var rendered: [[[UInt8]]] = Array(repeating: [], count: EventWireFormat.allCases.count)
         /// The sequence number (per log) of the oldest retained event.
         var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
@@ -361,7 +370,7 @@ public final class EventLog: Sendable {
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
                 if s.ring.count < cap {
                     s.ring.append(event)
-                    s.rendered.append([])
+                    for f in s.rendered.indices { s.rendered[f].append([]) }
                 } else {
                     let slot = Int(s.first % UInt64(cap))
                     if !s.subs.isEmpty && s.lowestCursor <= s.first {
@@ -380,7 +389,7 @@ public final class EventLog: Sendable {
                         s.lowestCursor = lowest
                     }
                     s.ring[slot] = event
-                    s.rendered[slot] = []
+                    for f in s.rendered.indices where !s.rendered[f][slot].isEmpty { s.rendered[f][slot] = [] }
                     s.first += 1
                 }
                 if s.waiting > 0 {
@@ -420,24 +429,40 @@ public final class EventLog: Sendable {
         state.withLock { s in s.subs[ObjectIdentifier(sub)]?.wake = wake }
     }
 
-    func read(_ sub: EventSubscription, max: Int) -> EventSubscription.Batch {
+    /// Up to `max` matching events after `sub`'s cursor. With a `format`, events already rendered in it are appended
+    /// to `out` here (in order; the batch stops before a rendered event that follows unrendered ones), and only the
+    /// others come back, for the caller to render and `keep`; a subscriber that missed events then gets the count
+    /// alone first (`dropped`, no events), so its notice precedes what follows.
+    func read(_ sub: EventSubscription, max: Int, format: EventWireFormat?, into out: inout [UInt8]) -> EventSubscription.Batch {
         let cap = UInt64(hub.capacity)
         let scanLimit = 4096
         return state.withLock { s -> EventSubscription.Batch in
-            guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], rendered: [], dropped: 0, status: .finished) }
-            var out: [EmulatorEvent] = []
-            var rendered: [[UInt8]] = []
+            guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], sequence: [], dropped: 0, status: .finished) }
             let dropped = me.dropped
             me.dropped = 0
+            if dropped > 0 && format != nil {
+                // Its notice goes before any bytes appended below: report it alone.
+                s.subs[ObjectIdentifier(sub)] = me
+                return .init(events: [], sequence: [], dropped: dropped, status: .more)
+            }
+            var events: [EmulatorEvent] = []
+            var sequence: [UInt64] = []
+            var taken = 0
             if me.cursor < s.first { me.cursor = s.first }
             let end = min(s.next, me.until ?? s.next)
             var scanned = 0
-            while me.cursor < end && out.count < max && scanned < scanLimit {
+            scan: while me.cursor < end && taken < max && scanned < scanLimit {
                 let slot = Int(me.cursor % cap)
                 let e = s.ring[slot]
                 if me.filter.matches(e.type) {
-                    out.append(e)
-                    rendered.append(s.rendered[slot])
+                    if let f = format?.rawValue, !s.rendered[f][slot].isEmpty {
+                        if !events.isEmpty { break scan }  // render those first, to keep the order
+                        out.append(contentsOf: s.rendered[f][slot])
+                    } else {
+                        events.append(e)
+                        sequence.append(me.cursor)
+                    }
+                    taken += 1
                 }
                 me.cursor += 1
                 scanned += 1
@@ -448,29 +473,24 @@ public final class EventLog: Sendable {
             } else if me.until != nil {
                 status = .finished
             } else {
-                status = out.isEmpty && dropped == 0 ? .waiting : .more
+                status = taken == 0 && dropped == 0 ? .waiting : .more
                 if status == .waiting && !me.needsWake {
                     me.needsWake = true
                     s.waiting += 1
                 }
             }
             s.subs[ObjectIdentifier(sub)] = me
-            return .init(events: out, rendered: rendered, dropped: dropped, status: status)
+            return .init(events: events, sequence: sequence, dropped: dropped, status: status)
         }
     }
 
-    /// Keeps an event's rendered JSON for the next reader (if the event is still in the ring).
-    public func keepRendered(_ event: EmulatorEvent, _ json: [UInt8]) {
+    /// Keeps an event's bytes in `format` for the next reader (if the event is still in the ring at `sequence`).
+    func keep(_ event: EmulatorEvent, sequence: UInt64, format: EventWireFormat, _ bytes: [UInt8]) {
         let cap = UInt64(hub.capacity)
         state.withLock { s in
-            guard event.id >= (s.ring.isEmpty ? 0 : s.ring[Int(s.first % cap)].id) else { return }
-            // Ids increase along the ring: find the slot by binary search.
-            var lo = s.first, hi = s.next
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2
-                if s.ring[Int(mid % cap)].id < event.id { lo = mid + 1 } else { hi = mid }
-            }
-            if lo < s.next, s.ring[Int(lo % cap)].id == event.id { s.rendered[Int(lo % cap)] = json }
+            guard sequence >= s.first, sequence < s.next else { return }
+            let slot = Int(sequence % cap)
+            if s.ring[slot].id == event.id { s.rendered[format.rawValue][slot] = bytes }
         }
     }
 
@@ -505,10 +525,11 @@ public final class EventSubscription: Sendable {
     }
 
     public struct Batch: Sendable {
+        /// Events to render (with a format: those nobody rendered yet; `keep` them once rendered).
         public let events: [EmulatorEvent]
-        /// Each event's JSON if a reader rendered it already (empty: render it, then `keepRendered`).
-        public let rendered: [[UInt8]]
-        /// Events this subscriber missed since its last read (report it first).
+        /// Each event's place in the log (for `keep`).
+        public let sequence: [UInt64]
+        /// Events this subscriber missed since its last read (report it first; such a batch has no events).
         public let dropped: Int
         public let status: Status
     }
@@ -517,7 +538,21 @@ public final class EventSubscription: Sendable {
     public func setWake(_ wake: (@Sendable () -> Void)?) { log.setWake(self, wake) }
 
     /// Up to `max` events after the last read (matching the filter).
-    public func read(max: Int) -> Batch { log.read(self, max: max) }
+    public func read(max: Int) -> Batch {
+        var none: [UInt8] = []
+        return log.read(self, max: max, format: nil, into: &none)
+    }
+
+    /// Up to `max` events after the last read: those already rendered in `format` are appended to `out`, the others
+    /// returned to render (then `keep`).
+    public func read(max: Int, format: EventWireFormat, into out: inout [UInt8]) -> Batch {
+        log.read(self, max: max, format: format, into: &out)
+    }
+
+    /// Keeps an event's bytes in `format` for the other readers.
+    public func keep(_ event: EmulatorEvent, sequence: UInt64, format: EventWireFormat, _ bytes: [UInt8]) {
+        log.keep(event, sequence: sequence, format: format, bytes)
+    }
 
     /// Ends the subscription (idempotent): it leaves the log and frees its slot under the server cap.
     public func cancel() {

@@ -54,6 +54,41 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(after3.read(max: 100).events.map(\.id), [7])
     }
 
+    func testOneReaderRendersAndTheOthersCopyItsBytesInOrder() throws {
+        let hub = EventHub(clock: clock)
+        let a = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let b = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let jsonl = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        for i in 1...3 { hub.emit(p, .userDeleted(uid: "u\(i)")) }
+        /// Reads everything: bytes others kept come in `out`, the rest is "rendered" as `tag` + uid and kept.
+        func drain(_ s: EventSubscription, _ format: EventWireFormat, tag: String) -> String {
+            var out: [UInt8] = []
+            while true {
+                let batch = s.read(max: 100, format: format, into: &out)
+                for (e, seq) in zip(batch.events, batch.sequence) {
+                    let bytes = Array("\(tag)\(uid(e)!) ".utf8)
+                    out += bytes
+                    s.keep(e, sequence: seq, format: format, bytes)
+                }
+                if batch.status != .more { return String(decoding: out, as: UTF8.self) }
+            }
+        }
+        XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u1 a:u2 a:u3 ")
+        XCTAssertEqual(drain(b, .sse, tag: "b:"), "a:u1 a:u2 a:u3 ", "rendered once, copied by the second reader")
+        XCTAssertEqual(drain(jsonl, .jsonl, tag: "j:"), "j:u1 j:u2 j:u3 ", "each format renders its own bytes")
+        // Order holds when only a later event was rendered: the earlier one is rendered first, then the copy follows.
+        hub.emit(p, .userDeleted(uid: "u4"))
+        hub.emit(p, .userDeleted(uid: "u5"))
+        let late = try hub.subscribe(p, since: 3, filter: EventFilter(), follow: true)
+        var skipped: [UInt8] = []
+        let first = late.read(max: 1, format: .sse, into: &skipped)  // u4, not kept
+        XCTAssertEqual(first.events.compactMap(uid), ["u4"])
+        let fifth = b.read(max: 100, format: .sse, into: &skipped)
+        XCTAssertEqual(fifth.events.compactMap(uid), ["u4", "u5"])
+        b.keep(fifth.events[1], sequence: fifth.sequence[1], format: .sse, Array("b:u5 ".utf8))
+        XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u4 b:u5 ")
+    }
+
     func testFiltersTakeTypesListsAndPrefixes() throws {
         let f = try EventFilter(parsing: ["code.sent,user.*", "limit.hit"])
         XCTAssertTrue(f.matches("code.sent"))

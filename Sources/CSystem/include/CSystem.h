@@ -49,6 +49,7 @@ int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t
 typedef struct csys_uring csys_uring;
 
 /// Sets up a ring for up to `entries` sends per call; NULL when the kernel or a seccomp filter refuses io_uring.
+/// Set up, use and destroy it on one thread (the one that submits).
 csys_uring *csys_uring_create(unsigned entries);
 
 /// Unmaps and closes the ring.
