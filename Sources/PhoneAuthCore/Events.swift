@@ -451,15 +451,15 @@ public final class EventLog: Sendable {
             if me.cursor < s.first { me.cursor = s.first }
             let end = min(s.next, me.until ?? s.next)
             var scanned = 0
+            let all = me.filter.isAll
             scan: while me.cursor < end && taken < max && scanned < scanLimit {
                 let slot = Int(me.cursor % cap)
-                let e = s.ring[slot]
-                if me.filter.matches(e.type) {
+                if all || me.filter.matches(s.ring[slot].type) {
                     if let f = format?.rawValue, !s.rendered[f][slot].isEmpty {
                         if !events.isEmpty { break scan }  // render those first, to keep the order
-                        out.append(contentsOf: s.rendered[f][slot])
+                        s.rendered[f][slot].withUnsafeBufferPointer { out.append(contentsOf: $0) }
                     } else {
-                        events.append(e)
+                        events.append(s.ring[slot])
                         sequence.append(me.cursor)
                     }
                     taken += 1
