@@ -32,6 +32,8 @@ let package = Package(
         // The `phone-auth` command line: our own small argument parser and an HTTP client.
         .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
         .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),
+        // bench/run's micro-benchmark: one RS256 signature and one whole ID token through our code.
+        .executableTarget(name: "sign-bench", dependencies: ["JWT", "EmulatorSupport", "CSystem"]),
         // libFuzzer target (scripts/fuzz builds it with -sanitize=fuzzer); a plain build is a replay driver.
         .executableTarget(name: "fuzz-requests", dependencies: ["PhoneAuthAPI", "PhoneAuthCore", "HTTPServer", "EmulatorSupport", "CSystem"]),
         // Helpers and fixtures shared by the test targets (temporary directories, test emulators and apps, one signing key).

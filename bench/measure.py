@@ -25,6 +25,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BINARY = os.path.join(ROOT, ".build", "release", "phone-auth-emulator")
+SIGN_BENCH = os.path.join(ROOT, ".build", "release", "sign-bench")
 CPUS = os.cpu_count() or 1
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -193,6 +194,14 @@ def openssl_sign_rate(seconds):
     if not m or float(m.group(1)) <= 0:
         raise AnchorError(f"openssl speed rsa2048: no sign rate in its output\n{out}")
     return float(m.group(1))
+
+
+def sign_micro(seconds):
+    """One RS256 signature and one whole ID token through our code (Sources/sign-bench), on one thread and on all
+    cores at once: what a flow's signature costs us, next to `openssl speed`'s."""
+    out = subprocess.run([SIGN_BENCH, "--seconds", str(seconds), "--threads", str(CPUS)], capture_output=True, text=True,
+                         timeout=seconds * 4 + 60, check=True).stdout
+    return json.loads(out)
 
 
 class AnchorError(RuntimeError):
@@ -618,6 +627,7 @@ def main():
         flow_sign_after = openssl_sign_rate(max(3, d // 2))
     finally:
         srv.stop()
+    micro = sign_micro(2)
     flow_sign_rate = (flow_sign_before + flow_sign_after) / 2
     flows = int(re.search(r"FLOWS (\d+)", flow["raw"]).group(1))
     flow_failures = int(re.search(r"FAILURES (\d+)", flow["raw"]).group(1))
@@ -715,6 +725,9 @@ def main():
         ("  one RSA-2048 signature, core us (openssl)", sig_core_us, "share of the flow's server CPU",
          sig_core_us / (flow["server_cpu_us_per_request"] * 2)),
         ("  work around the signature us/flow (target <= 30)", flow["server_cpu_us_per_request"] * 2 - sig_core_us, "", None),
+        ("  one RS256 signature through our code us (1 thread)", micro["sign_us"], "x openssl core time", micro["sign_us"] / sig_core_us),
+        ("  one whole ID token through our code us (1 thread)", micro["token_us"], "x openssl core time", micro["token_us"] / sig_core_us),
+        ("  ID tokens/s through our code, %d threads" % CPUS, micro["tokens_per_s"], "x sign rate at the start", micro["tokens_per_s"] / sign_rate),
         ("  context switches/flow (server threads; target <= 1)", flow["context_switches_per_request"] * 2, "", None),
         ("    of which voluntary (waits, hand-offs)", flow["voluntary_context_switches_per_request"] * 2, "", None),
         ("    of which involuntary (preempted, by wrk on the same cores)", flow["involuntary_context_switches_per_request"] * 2, "", None),
@@ -763,7 +776,7 @@ def main():
         r.pop("raw", None)
     results.update({
         "limits": {"rsa2048_signs_per_s": sign_rate, "nginx_static_json": nginx, "reply_bytes": reply_size, "keygen_ms": kg},
-        "send": send, "send_with_10_event_readers": send_subs, "send_non_fictional": send_real, "send_fictional_lua_control": send_ctl, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures, "sign_rate_around": flow_sign_rate},
+        "sign_micro": micro, "send": send, "send_with_10_event_readers": send_subs, "send_non_fictional": send_real, "send_fictional_lua_control": send_ctl, "root": root, "flow": {**flow, "flows_per_s": flow_rate, "failures": flow_failures, "sign_rate_around": flow_sign_rate},
         "send_vs_nginx_pairs": send_pairs,
         "mfa_flow": {**mfa, "flows_per_s": mfa_flows, "failures": mfa_failures, "sign_rate_around": mfa_sign_rate},
         "flow_data_dir": {**dflow, "flows_per_s": dflows, "pair_ratios": pair_ratios},

@@ -204,3 +204,9 @@ int csys_uring_send_batch(csys_uring *r, int n, const int *fds, const void *cons
     }
     return 0;
 }
+
+// MARK: the calling thread's event loop
+
+static __thread void *current_loop = NULL;
+void csys_set_current_loop(void *loop) { current_loop = loop; }
+void *csys_current_loop(void) { return current_loop; }

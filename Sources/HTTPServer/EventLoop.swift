@@ -47,6 +47,16 @@ public struct ConnectionPolicy: Sendable {
     }
 }
 
+/// Work that runs on "the event loop I am on", from code that knows nothing of connections (the journal's commits).
+public enum CurrentEventLoop {
+    /// Runs `job` later on the event loop whose thread calls this, after the events at hand (as
+    /// `ResponseContext.runOnLoop`); false, and nothing queued, on any other thread or when the loop's queue is full.
+    public static func runLater(_ job: @escaping @Sendable () -> Void) -> Bool {
+        guard let p = csys_current_loop() else { return false }
+        return Unmanaged<EventLoop>.fromOpaque(p).takeUnretainedValue().runLater(job)
+    }
+}
+
 /// The turn counter the loops of one server share (see `EventLoop.siblings`).
 final class AcceptTurns: Sendable {
     let next = Atomic<UInt>(0)
@@ -335,6 +345,7 @@ final class EventLoop: @unchecked Sendable {
 
     func run() {
         ownerThread.store(UInt(pthread_self()), ordering: .relaxed)
+        csys_set_current_loop(Unmanaged.passUnretained(self).toOpaque())
         // The ring belongs to this thread from set-up to teardown (io_uring ties work to the task that made the ring;
         // made on another thread, its teardown interrupted that thread's blocking calls with EINTR).
         if batchSends { uring = csys_uring_create(64) }
@@ -399,6 +410,9 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
         }
+        // Jobs still queued run now (at most `maxQueuedJobs`): work a request began, or a journal commit, is not lost.
+        while hasJobs { runJobs() }
+        csys_set_current_loop(nil)
         siblings = []  // the loops referenced each other: let them go
         // Connections another loop dealt to this one after it stopped: closed, not leaked.
         let left = completions.withLock { q -> [Handoff] in let d = q; q.removeAll(); return d } + localHandoffs

@@ -196,7 +196,8 @@ public final class Emulator: Sendable {
     public init(defaultProjectId: String, projectConfigs: [String: ProjectConfig] = [:], clock: EmulatorClock = EmulatorClock(),
                 random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil,
                 maxProjects: Int = Emulator.defaultMaxProjects, maxTenantsPerProject: Int = Emulator.defaultMaxTenantsPerProject,
-                maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject) {
+                maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject,
+                commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil) {
         self.defaultProjectId = defaultProjectId
         self.maxProjects = max(1, maxProjects)
         self.maxTenantsPerProject = max(0, maxTenantsPerProject)
@@ -212,7 +213,7 @@ public final class Emulator: Sendable {
         let stores = Locked(StoreRegistry()), refreshTokens = Locked(RefreshTokenIndex())
         self.stores = stores
         self.refreshTokens = refreshTokens
-        let committer = journal.map { JournalCommitter(journal: $0, logger: logger, refreshTokens: refreshTokens, registry: stores) }
+        let committer = journal.map { JournalCommitter(journal: $0, logger: logger, refreshTokens: refreshTokens, registry: stores, commitHere: commitHere) }
         self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
         defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer, events: events.log(key, pinned: true))

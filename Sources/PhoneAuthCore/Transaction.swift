@@ -395,7 +395,13 @@ final class JournalCommitter: Sendable {
     /// Commits made and changes written (diagnostics and tests).
     let commits = Atomic<Int>(0)
 
-    init(journal: any StateJournal, logger: Logger, refreshTokens: Locked<RefreshTokenIndex>, registry: Locked<StoreRegistry>) {
+    /// Runs a commit batch later on the calling thread when it can (an event loop, after the requests at hand: the
+    /// batch holds what they wrote, and no thread is woken for it); false: the committer's own queue runs it.
+    private let commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)?
+
+    init(journal: any StateJournal, logger: Logger, refreshTokens: Locked<RefreshTokenIndex>, registry: Locked<StoreRegistry>,
+         commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil) {
+        self.commitHere = commitHere
         self.journal = journal
         self.logger = logger
         self.refreshTokens = refreshTokens
@@ -418,7 +424,7 @@ final class JournalCommitter: Sendable {
             s.running = true
             return (t, true)
         }
-        if start { thread.async { [self] in drain() } }
+        if start, !(commitHere?({ [self] in drain() }) ?? false) { thread.async { [self] in drain() } }
         return ticket
     }
 

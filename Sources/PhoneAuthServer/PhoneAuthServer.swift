@@ -77,9 +77,13 @@ public enum PhoneAuthServer {
         let signingKeys = try loadSigningKeys(settings, dataDir: dataDir, clock: clock, logger: logger)
 
         let cpus = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        // With `--durability normal` a commit is a WAL append (no fsync): an event loop runs it after the requests that
+        // wrote it, instead of waking the committer's thread. `full` fsyncs each commit: never on a loop.
+        let onLoop: @Sendable (@escaping @Sendable () -> Void) -> Bool = { job in CurrentEventLoop.runLater(job) }
+        let commitHere = settings.durabilityFull ? nil : onLoop
         let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock,
                                 random: SystemRandom(), logger: logger, journal: dataDir, maxProjects: settings.maxProjects,
-                                maxUsersPerProject: settings.maxUsers)
+                                maxUsersPerProject: settings.maxUsers, commitHere: commitHere)
         if let dataDir {
             do {
                 let snapshot = try dataDir.loadSnapshot()

@@ -61,6 +61,10 @@ void csys_uring_destroy(csys_uring *ring);
 /// bytes went out is unknown; the caller must give up on those connections).
 int csys_uring_send_batch(csys_uring *ring, int n, const int *fds, const void *const *bufs, const unsigned *lens, int *results);
 
+/// The calling thread's event loop (NULL: none), for work that asks to run on "the loop I am on".
+void csys_set_current_loop(void *loop);
+void *csys_current_loop(void);
+
 /// libFuzzer's driver (linked only by scripts/fuzz, from libclang_rt.fuzzer_no_main).
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
 
