@@ -1,9 +1,21 @@
 internal import COpenSSL
 import EmulatorSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// An `EVP_PKEY_CTX` owned by `RSAKey`'s free list; used by one thread at a time.
+/// An `EVP_PKEY_CTX` owned by `RSAKey`'s free list, on the thread's own copy of the key; used by one thread at a time.
 struct SigningContext: @unchecked Sendable {
     let pointer: OpaquePointer
+    /// The copy of the key the context signs with (freed with it).
+    let key: OpaquePointer
+    /// The thread that made it (`pthread_self()`): it takes this one back first.
+    let owner: UInt
+
+    func free() {
+        EVP_PKEY_CTX_free(pointer)
+        EVP_PKEY_free(key)
+    }
 }
 
 /// An RSA key pair (or public key) owning its `EVP_PKEY`. Immutable after creation, so one instance is shared
@@ -22,7 +34,7 @@ public final class RSAKey: @unchecked Sendable {
     private static let maxIdleContexts = 16
 
     deinit {
-        for c in signingContexts.withLock({ $0 }) { EVP_PKEY_CTX_free(c.pointer) }
+        for c in signingContexts.withLock({ $0 }) { c.free() }
         EVP_PKEY_free(pkey)
     }
 
@@ -108,7 +120,10 @@ public final class RSAKey: @unchecked Sendable {
     /// RSASSA-PKCS1-v1_5 with SHA-256 over `message` (the JWS RS256 algorithm): the digest, then the private-key
     /// operation on a signing context prepared once and reused (`EVP_DigestSignInit` fetched the algorithms and built
     /// a context on every call; `openssl speed` prepares it once too). A context serves one signature at a time, so
-    /// each thread takes one from a small free list and gives it back.
+    /// each thread takes one from a small free list and gives it back. Each context signs with its own copy of the
+    /// key, made by the thread that uses it: OpenSSL's RSA blinding belongs to the thread that set it up, and every
+    /// other thread signing with the same key takes the key's write lock and a shared blinding behind another lock
+    /// (two signing threads on one key reached 0.92 of `openssl speed -multi 2`, whose processes share nothing).
     public func signSHA256(_ message: [UInt8]) throws -> [UInt8] {
         guard isPrivate else { throw OpenSSLError(operation: "sign", details: ["public key only"]) }
         let ctx = try takeSigningContext()
@@ -124,36 +139,46 @@ public final class RSAKey: @unchecked Sendable {
         var len = Int(EVP_PKEY_get_size(pkey))
         var sig = [UInt8](repeating: 0, count: len)
         let ok = sig.withUnsafeMutableBufferPointer { s in
-            digest.withUnsafeBufferPointer { d in EVP_PKEY_sign(ctx, s.baseAddress, &len, d.baseAddress, d.count) == 1 }
+            digest.withUnsafeBufferPointer { d in EVP_PKEY_sign(ctx.pointer, s.baseAddress, &len, d.baseAddress, d.count) == 1 }
         }
         guard ok else {
             // A context that failed is not reused.
-            EVP_PKEY_CTX_free(ctx)
+            ctx.free()
             throw OpenSSLError.capture("EVP_PKEY_sign")
         }
         returnSigningContext(ctx)
         return len == sig.count ? sig : Array(sig[0..<len])
     }
 
-    private func takeSigningContext() throws -> OpaquePointer {
-        if let ctx = signingContexts.withLock({ $0.popLast() }) { return ctx.pointer }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw OpenSSLError.capture("EVP_PKEY_CTX_new_from_pkey") }
+    private func takeSigningContext() throws -> SigningContext {
+        let me = UInt(pthread_self())
+        let mine = signingContexts.withLock { list -> SigningContext? in
+            guard let i = list.lastIndex(where: { $0.owner == me }) else { return nil }
+            return list.remove(at: i)
+        }
+        if let mine { return mine }
+        guard let key = EVP_PKEY_dup(pkey) else { throw OpenSSLError.capture("EVP_PKEY_dup") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
+            EVP_PKEY_free(key)
+            throw OpenSSLError.capture("EVP_PKEY_CTX_new_from_pkey")
+        }
+        let made = SigningContext(pointer: ctx, key: key, owner: me)
         guard EVP_PKEY_sign_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1,
               EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1 else {
-            EVP_PKEY_CTX_free(ctx)
+            made.free()
             throw OpenSSLError.capture("EVP_PKEY_sign_init")
         }
-        return ctx
+        return made
     }
 
-    /// Keeps at most `maxIdleContexts` (one per signing thread is enough; more threads than that just make new ones).
-    private func returnSigningContext(_ ctx: OpaquePointer) {
-        let kept = signingContexts.withLock { list -> Bool in
-            guard list.count < Self.maxIdleContexts else { return false }
-            list.append(SigningContext(pointer: ctx))
-            return true
+    /// Keeps at most `maxIdleContexts` (one per signing thread is enough; more threads than that just make new ones,
+    /// and the oldest idle one goes).
+    private func returnSigningContext(_ ctx: SigningContext) {
+        let dropped = signingContexts.withLock { list -> SigningContext? in
+            list.append(ctx)
+            return list.count > Self.maxIdleContexts ? list.removeFirst() : nil
         }
-        if !kept { EVP_PKEY_CTX_free(ctx) }
+        dropped?.free()
     }
 
     /// Verifies an RS256 signature; false on any mismatch or malformed signature.
