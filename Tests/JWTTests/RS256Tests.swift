@@ -1,5 +1,6 @@
 import EmulatorSupport
 import JWT
+import Synchronization
 import XCTest
 
 /// RS256 against a known answer: RSASSA-PKCS1-v1_5 is deterministic, so our signature must equal the one
@@ -47,6 +48,23 @@ A88sGFxrkRJ9VbFnDIvDwj0EWw==
         bad[10] ^= 1
         XCTAssertFalse(key.verifySHA256(signature: bad, message: Array(Self.input.utf8)))
         XCTAssertFalse(key.verifySHA256(signature: sig, message: Array((Self.input + "x").utf8)))
+    }
+
+    /// Threads signing with one key at once each use their own copy of it: every signature is the known answer
+    /// (PKCS#1 v1.5 is deterministic), whichever thread made it, and contexts are reused, not leaked.
+    func testConcurrentSignaturesOnManyThreadsAreAllTheKnownAnswer() throws {
+        let key = try RSAKey.privateKey(pem: Array(Self.pem.utf8))
+        let wrong = Atomic<Int>(0)
+        let threads = (0..<6).map { _ in
+            NativeThread.start {
+                for _ in 0..<20 {
+                    let sig = try? key.signSHA256(Array(Self.input.utf8))
+                    if sig.map(Base64URL.encode) != Self.expected { wrong.wrappingAdd(1, ordering: .relaxed) }
+                }
+            }
+        }
+        for t in threads { t.join() }
+        XCTAssertEqual(wrong.load(ordering: .relaxed), 0)
     }
 
     func testPublicKeyFromJWKAndCertificateVerify() throws {
