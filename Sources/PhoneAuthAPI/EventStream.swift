@@ -48,23 +48,15 @@ enum EventStream {
     /// One event as the wire carries it: an SSE block (`id:`, `event:`, `data:`) or one JSON line. A `dropped`
     /// notice is not a logged event: it has no id (and no `id:` line, so `Last-Event-ID` stays on the last event).
     static func render(_ event: EmulatorEvent, key: StoreKey, format: Format, into out: inout [UInt8]) {
-        var json = event.json(key)
-        if case .dropped = event.payload, case .object(var o) = json {
-            o["id"] = nil
-            json = .object(o)
-        }
-        frame(event, json.serialized(), format: format, into: &out)
-    }
-
-    /// Wraps an event's JSON for the wire.
-    static func frame(_ event: EmulatorEvent, _ data: [UInt8], format: Format, into out: inout [UInt8]) {
+        var withId = true
+        if case .dropped = event.payload { withId = false }
         switch format {
         case .jsonl:
-            out.append(contentsOf: data)
+            event.writeJSON(key, withId: withId, into: &out)
             out.append(0x0A)
         case .sse:
             // Bytes, not string interpolation: this runs for every event and every reader.
-            if case .dropped = event.payload {} else {
+            if withId {
                 out.append(contentsOf: idPrefix)
                 appendDecimal(event.id, &out)
                 out.append(0x0A)
@@ -72,7 +64,7 @@ enum EventStream {
             out.append(contentsOf: eventPrefix)
             out.append(contentsOf: event.type.utf8)
             out.append(contentsOf: dataPrefix)
-            out.append(contentsOf: data)
+            event.writeJSON(key, withId: withId, into: &out)
             out.append(0x0A)
             out.append(0x0A)
         }

@@ -168,6 +168,33 @@ public struct EmulatorEvent: Sendable, Equatable {
         self.payload = payload
     }
 
+    /// `json(key)` serialized into `out`, member by member (no object built: this runs once per event a stream
+    /// carries). `withId: false` leaves the id out (a `dropped` notice).
+    public func writeJSON(_ key: StoreKey, withId: Bool = true, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        if withId {
+            JSON.writeKey("id", into: &out)
+            JSON.int(id).serialize(into: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        JSON.writeKey("type", into: &out)
+        JSON.string(payload.type).serialize(into: &out)
+        out.append(contentsOf: #","time":"#.utf8)
+        JSON.string(Timestamp.rfc3339(millis: time)).serialize(into: &out)
+        out.append(contentsOf: #","project":"#.utf8)
+        JSON.string(key.projectId).serialize(into: &out)
+        if let t = key.tenantId {
+            out.append(contentsOf: #","tenant":"#.utf8)
+            JSON.string(t).serialize(into: &out)
+        }
+        for (k, v) in payload.fields {
+            out.append(UInt8(ascii: ","))
+            JSON.writeKey(k, into: &out)
+            v.serialize(into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// The contract's object: `{"id", "type", "time", "project", "tenant"?, …fields}`.
     public func json(_ key: StoreKey) -> JSON {
         var o = JSONObject()

@@ -89,6 +89,33 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u4 b:u5 ")
     }
 
+    /// The stream writes events member by member: the same bytes as the contract's object, serialized.
+    func testWrittenEventsAreTheirJSONObjects() {
+        let payloads: [EventPayload] = [
+            .userCreated(uid: "u\"1", phoneNumber: "+15550001111", email: nil, provider: "phone"),
+            .userUpdated(uid: "u1", fields: ["email", "mfaInfo"]),
+            .tokensIssued(uid: "u1", provider: "password", secondFactor: "phone"),
+            .limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: "127.0.0.1"),
+            .configChanged(fields: []),
+            .keysRotated(kid: "k2", retiredKids: ["k0", "k1"]),
+            .clockChanged(offsetMillis: -3_600_000, now: 1_700_000_000_000),
+            .oobSent(email: "a@b.c", requestType: "VERIFY_EMAIL", oobCode: "c<o>de"),
+            .sessionCookieCreated(uid: "u1", expiresIn: 300),
+        ]
+        for (n, p) in payloads.enumerated() {
+            let e = EmulatorEvent(id: UInt64(n + 1), time: testEpochMillis + Int64(n), payload: p)
+            for key in [StoreKey(projectId: "p"), StoreKey(projectId: "p", tenantId: "t-1")] {
+                var out: [UInt8] = []
+                e.writeJSON(key, into: &out)
+                XCTAssertEqual(String(decoding: out, as: UTF8.self), e.json(key).serializedString)
+            }
+        }
+        var dropped: [UInt8] = []
+        EmulatorEvent(id: 0, time: testEpochMillis, payload: .dropped(count: 3)).writeJSON(p, withId: false, into: &dropped)
+        XCTAssertFalse(String(decoding: dropped, as: UTF8.self).contains("\"id\""))
+        XCTAssertTrue(String(decoding: dropped, as: UTF8.self).hasSuffix(#""count":3}"#))
+    }
+
     func testFiltersTakeTypesListsAndPrefixes() throws {
         let f = try EventFilter(parsing: ["code.sent,user.*", "limit.hit"])
         XCTAssertTrue(f.matches("code.sent"))
