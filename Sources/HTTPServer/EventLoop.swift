@@ -386,8 +386,14 @@ final class EventLoop: @unchecked Sendable {
                     }
                 }
             }
-            settle(now: now)
-            if hasJobs { runJobs() }
+            // With jobs queued, answers wait for the slice's end and leave with the jobs' in one batch: a client woken
+            // once reads them all (it would preempt the loop for each batch).
+            if hasJobs {
+                takeLocalHandoffs(now: now)
+                runJobs()
+            } else {
+                settle(now: now)
+            }
             if let due = streamPullsDue, now >= due {
                 let ready = streamPulls
                 streamPulls.removeAll(keepingCapacity: true)
