@@ -50,7 +50,7 @@ public struct ServerSettings: Sendable {
     /// `--test-phone` / `PHONE_AUTH_EMULATOR_TEST_PHONES`: `+E164=CODE` entries, already added to the default
     /// project's config in `projects`.
     public var testPhones: [String] = []
-    /// `PHONE_AUTH_EMULATOR_EVENT_LOOPS` (1–64; benchmarking): nil = min(CPUs, 4).
+    /// `PHONE_AUTH_EMULATOR_EVENT_LOOPS` (1–64; benchmarking): nil = one per CPU (at most 64).
     public var eventLoops: Int?
     /// `PHONE_AUTH_EMULATOR_SIGNING_THREADS` (1–64; benchmarking): nil = the CPU count.
     public var signingThreads: Int?

@@ -98,7 +98,9 @@ public enum PhoneAuthServer {
         let tokens = TokenService(mode: settings.tokenSigning, keys: signingKeys)
         cleanup.tokens = tokens
         // Thread layout: event loops and signing threads (tunable for benchmarking; defaults measured in bench/).
-        let loopCount = settings.eventLoops ?? min(cpus, 4)
+        // One loop per core: loops sign the tokens of their own requests (a loop job), so fewer loops than cores
+        // would leave cores to the pool, which only takes what a loop's job queue cannot hold.
+        let loopCount = settings.eventLoops ?? min(cpus, 64)
         let signerCount = settings.signingThreads ?? cpus
         // The worker pool signs tokens (rs256) and runs bulk admin work (batch deletes, wipes, imports) in every mode.
         let pool = WorkerPool(threads: settings.tokenSigning == .rs256 ? signerCount : min(2, signerCount))
