@@ -56,17 +56,8 @@ final class CloseHookTests: XCTestCase {
     }
 
     func connectAndSend(_ path: String) -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        XCTAssertEqual(rc, 0)
-        var tv = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let bytes = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        let fd = loopbackConnect(port: port)
+        sendText(fd, "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
         return fd
     }
 

@@ -40,18 +40,9 @@ final class LiveServerTests: XCTestCase {
     override func tearDown() { server.shutdown() }
 
     func exchange(_ text: String, shutdownWrite: Bool = true) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = loopbackConnect(port: port)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        XCTAssertEqual(rc, 0)
-        var tv = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        sendText(fd, text)
         if shutdownWrite { shutdown(fd, Int32(SHUT_WR)) }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)

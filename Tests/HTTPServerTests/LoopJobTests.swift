@@ -55,23 +55,9 @@ final class LoopJobTests: XCTestCase {
         responder.pool.shutdown()
     }
 
-    func connect() -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        XCTAssertEqual(rc, 0)
-        var tv = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        return fd
-    }
+    func connect() -> Int32 { loopbackConnect(port: port, receiveTimeoutSeconds: 10) }
 
-    func send(_ fd: Int32, _ text: String) {
-        let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
-    }
+    func send(_ fd: Int32, _ text: String) { sendText(fd, text) }
 
     /// Reads `count` responses (by their Content-Length) and returns their bodies.
     func readBodies(_ fd: Int32, count: Int) -> [String] {
