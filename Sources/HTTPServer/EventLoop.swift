@@ -130,6 +130,9 @@ final class EventLoop: @unchecked Sendable {
     private var sendBuffers: [UnsafeRawPointer?] = []
     /// At most this much of one connection's output per batch (the rest goes in the next round).
     static let maxBatchedSend = 256 * 1024
+    /// At most about this much output is copied for one submission; connections past it wait for the next round
+    /// (many connections with large answers cost a bounded buffer, not one copy of everything at once).
+    static let maxBatchBytes = 4 << 20
     /// Streams that have something, pulled together once `streamPullsDue` passes: events that arrive within
     /// `streamBatchNanos` go out in one pull and one `send` per stream instead of one each (ten readers of a stream
     /// under load would otherwise cost ten system calls per event).
@@ -284,7 +287,13 @@ final class EventLoop: @unchecked Sendable {
             sendOffsets.removeAll(keepingCapacity: true)
             sendLengths.removeAll(keepingCapacity: true)
             var live = 0
-            for c in batch {
+            // By index, compacting in place (iterating the array while writing to it would copy it every round).
+            for k in batch.indices {
+                let c = batch[k]
+                if sendBytes.count >= Self.maxBatchBytes {
+                    queuedSends.append(contentsOf: batch[k...])  // still marked queued: the next round sends them
+                    break
+                }
                 c.sendQueued = false
                 // Closed meanwhile (its descriptor may already belong to a new connection), or nothing left to send.
                 guard !c.state.closed, connections[c.id] === c, c.state.pendingOutput > 0 else { continue }

@@ -69,6 +69,29 @@ final class LiveServerTests: XCTestCase {
         XCTAssertTrue(out.hasSuffix("GET /last 0"))
     }
 
+    /// Many connections with large answers at once: the batched sends go out in bounded rounds (at most 256 KB of a
+    /// connection, about 4 MB in all, per submission) and every byte arrives, in order.
+    func testManyLargeAnswersAtOnceArriveWhole() {
+        let fds = (0..<48).map { _ in loopbackConnect(port: port) }  // 24 a loop × 256 KB: past the 4-MB round
+        defer { fds.forEach { close($0) } }
+        for fd in fds {
+            sendText(fd, "GET /big HTTP/1.1\r\n\r\n")
+            shutdown(fd, Int32(SHUT_WR))
+        }
+        var buf = [UInt8](repeating: 0, count: 65536)
+        for fd in fds {
+            var xs = 0, total = 0
+            while true {
+                let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                total += n
+                xs += buf[0..<n].count(where: { $0 == 0x78 })
+            }
+            XCTAssertEqual(xs, 2_000_000)
+            XCTAssertGreaterThan(total, 2_000_000)
+        }
+    }
+
     func testMalformedRequestGets400AndClose() throws {
         let out = try exchange("NOT HTTP AT ALL\r\n\r\n")
         XCTAssertTrue(out.hasPrefix("HTTP/1.1 400 "), out)
