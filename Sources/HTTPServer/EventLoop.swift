@@ -1,4 +1,5 @@
 import CSystem
+import Dispatch
 import EmulatorSupport
 import Synchronization
 #if canImport(Glibc)
@@ -120,6 +121,9 @@ final class EventLoop: @unchecked Sendable {
     /// profile, an old kernel) or turned off: each send is then its own `send(2)`, at once.
     private var uring: OpaquePointer? = nil
     private let batchSends: Bool
+    /// Signalled once `run` has set up what the loop owns (its ring): `HTTPServer.start` returns after that, so a
+    /// started server has all its descriptors open.
+    let started = DispatchSemaphore(value: 0)
     private var queuedSends: [Connection] = []
     private var batch: [Connection] = []
     private var sendBytes: [UInt8] = []
@@ -358,6 +362,7 @@ final class EventLoop: @unchecked Sendable {
         // The ring belongs to this thread from set-up to teardown (io_uring ties work to the task that made the ring;
         // made on another thread, its teardown interrupted that thread's blocking calls with EINTR).
         if batchSends { uring = csys_uring_create(64) }
+        started.signal()
         defer {
             if let uring { csys_uring_destroy(uring) }
             uring = nil

@@ -88,6 +88,7 @@ public final class HTTPServer: Sendable {
         let turns = AcceptTurns()
         for loop in loops { loop.join(loops, turns: turns) }
         let threads = loops.map { loop in NativeThread.start { loop.run() } }
+        for loop in loops { loop.started.wait() }
         let port = Self.localPort(fd)
         boundPort.store(port, ordering: .releasing)
         running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads) }
