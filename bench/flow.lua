@@ -19,7 +19,7 @@ function request()
 end
 
 function response(status, headers, body)
-  local s = body:match('"sessionInfo":"([^"]+)"')
+  local s = body:match('^{"sessionInfo":"([^"]+)"')
   if s then
     table.insert(pending, s)
   elseif status == 200 and body:find('"idToken"', 1, true) then

@@ -727,6 +727,7 @@ def main():
         ("  work around the signature us/flow (target <= 30)", flow["server_cpu_us_per_request"] * 2 - sig_core_us, "", None),
         ("  one RS256 signature through our code us (1 thread)", micro["sign_us"], "x openssl core time", micro["sign_us"] / sig_core_us),
         ("  one whole ID token through our code us (1 thread)", micro["token_us"], "x openssl core time", micro["token_us"] / sig_core_us),
+        ("  a token's work around its signature us (claims JSON, base64url)", micro["assembly_us"], "", None),
         ("  ID tokens/s through our code, %d threads" % CPUS, micro["tokens_per_s"], "x sign rate at the start", micro["tokens_per_s"] / sign_rate),
         ("  context switches/flow (server threads; target <= 1)", flow["context_switches_per_request"] * 2, "", None),
         ("    of which voluntary (waits, hand-offs)", flow["voluntary_context_switches_per_request"] * 2, "", None),

@@ -18,28 +18,50 @@ public enum Base64URL {
 
     static func encode(_ input: UnsafeRawBufferPointer, alphabet: [UInt8], pad: Bool) -> [UInt8] {
         var out = [UInt8]()
-        out.reserveCapacity((input.count + 2) / 3 * 4)
-        alphabet.withUnsafeBufferPointer { a in
-            var i = 0
-            let n = input.count
-            while i + 3 <= n {
-                let v = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
-                out.append(a[Int(v >> 18 & 63)]); out.append(a[Int(v >> 12 & 63)])
-                out.append(a[Int(v >> 6 & 63)]); out.append(a[Int(v & 63)])
-                i += 3
-            }
-            let rest = n - i
-            if rest == 1 {
-                let v = UInt32(input[i]) << 16
-                out.append(a[Int(v >> 18 & 63)]); out.append(a[Int(v >> 12 & 63)])
-                if pad { out.append(0x3D); out.append(0x3D) }
-            } else if rest == 2 {
-                let v = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
-                out.append(a[Int(v >> 18 & 63)]); out.append(a[Int(v >> 12 & 63)]); out.append(a[Int(v >> 6 & 63)])
-                if pad { out.append(0x3D) }
+        append(input, alphabet: alphabet, pad: pad, to: &out)
+        return out
+    }
+
+    /// Appends the base64url of `input` to `out` (no padding): a token's parts are encoded straight into the token.
+    public static func append(_ input: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        append(input, alphabet: alphabet, pad: false, to: &out)
+    }
+
+    /// Appends the base64url of `bytes` to `out` (no padding).
+    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        bytes.withUnsafeBytes { append($0, alphabet: alphabet, pad: false, to: &out) }
+    }
+
+    /// Writes the encoding into room made at the end of `out` (one resize, no per-byte capacity checks: this runs on
+    /// every token's payload and signature).
+    static func append(_ input: UnsafeRawBufferPointer, alphabet: [UInt8], pad: Bool, to out: inout [UInt8]) {
+        let n = input.count
+        let full = n / 3, rest = n - full * 3
+        let length = full * 4 + (rest == 0 ? 0 : (pad ? 4 : rest + 1))
+        guard length > 0 else { return }
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: length))
+        out.withUnsafeMutableBufferPointer { o in
+            alphabet.withUnsafeBufferPointer { a in
+                var w = start, i = 0
+                for _ in 0..<full {
+                    let v = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                    o[w] = a[Int(v >> 18 & 63)]; o[w + 1] = a[Int(v >> 12 & 63)]
+                    o[w + 2] = a[Int(v >> 6 & 63)]; o[w + 3] = a[Int(v & 63)]
+                    i += 3
+                    w += 4
+                }
+                if rest == 1 {
+                    let v = UInt32(input[i]) << 16
+                    o[w] = a[Int(v >> 18 & 63)]; o[w + 1] = a[Int(v >> 12 & 63)]
+                    if pad { o[w + 2] = 0x3D; o[w + 3] = 0x3D }
+                } else if rest == 2 {
+                    let v = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
+                    o[w] = a[Int(v >> 18 & 63)]; o[w + 1] = a[Int(v >> 12 & 63)]; o[w + 2] = a[Int(v >> 6 & 63)]
+                    if pad { o[w + 3] = 0x3D }
+                }
             }
         }
-        return out
     }
 
     /// Decodes base64url (padding optional; also accepts the standard alphabet). Nil on any invalid input.

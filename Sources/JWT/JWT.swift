@@ -48,6 +48,8 @@ public struct SigningKey: Sendable {
     public let kid: String
     public let certificatePEM: String
     public let jwk: JSONObject
+    /// `b64url({"alg":"RS256","kid":…,"typ":"JWT"}).`: the same for every token this key signs, encoded once.
+    private let headerPrefix: [UInt8]
 
     /// Derives the kid (40 hex characters of the SPKI SHA-256, like Google's) and the certificate.
     public init(key: RSAKey, createdAt: Int64) throws {
@@ -57,6 +59,9 @@ public struct SigningKey: Sendable {
         var kidBytes: [UInt8] = []
         for b in digest.prefix(20) { kidBytes.append(hex[Int(b >> 4)]); kidBytes.append(hex[Int(b & 15)]) }
         kid = String(decoding: kidBytes, as: UTF8.self)
+        var prefix = Base64URL.encodeBytes(JSON.object(["alg": "RS256", "kid": .string(kid), "typ": "JWT"]).serialized())
+        prefix.append(UInt8(ascii: "."))
+        headerPrefix = prefix
         certificatePEM = try X509Certificate.selfSignedPEM(
             key: key, commonName: "securetoken.system.gserviceaccount.com", serial: Int(createdAt & 0x7fff_ffff) | 1,
             notBefore: createdAt - 86_400, validSeconds: 20 * 365 * 86_400)
@@ -68,11 +73,22 @@ public struct SigningKey: Sendable {
 
     /// Signs `payload` as RS256 with this key's kid.
     public func sign(payload: JSONObject) throws -> String {
-        var input = JWTSerializer.signingInput(header: ["alg": "RS256", "kid": .string(kid), "typ": "JWT"], payload: payload)
-        let sig = try key.signSHA256(input)
-        input.append(UInt8(ascii: "."))
-        input.append(contentsOf: Base64URL.encodeBytes(sig))
-        return String(decoding: input, as: UTF8.self)
+        var token = signingInput(payload)
+        let sig = try key.signSHA256(token)
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(sig, to: &token)
+        return String(decoding: token, as: UTF8.self)
+    }
+
+    /// `b64url(header).b64url(payload)`, with room for the signature: the key's encoded header, then the payload
+    /// encoded straight after it (what `JWTSerializer.signingInput` builds, without encoding the header each time).
+    public func signingInput(_ payload: JSONObject) -> [UInt8] {
+        let json = JSON.object(payload).serialized()
+        var token = [UInt8]()
+        token.reserveCapacity(headerPrefix.count + (json.count + 2) / 3 * 4 + 1 + (key.signatureSize + 2) / 3 * 4)
+        token.append(contentsOf: headerPrefix)
+        Base64URL.append(json, to: &token)
+        return token
     }
 
     public func verify(_ jwt: DecodedJWT) -> Bool {

@@ -29,6 +29,13 @@ public final class RSAKey: @unchecked Sendable {
         self.isPrivate = isPrivate
     }
 
+    /// The signature's length in bytes (the modulus size).
+    public var signatureSize: Int { Int(EVP_PKEY_get_size(pkey)) }
+
+    /// SHA-256 fetched once: `EVP_sha256()` passed to `EVP_Digest` makes OpenSSL 3 look the algorithm up again in its
+    /// provider store (a locked property query) on every call.
+    nonisolated(unsafe) private static let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
+
     /// Prepared signing contexts not in use (see `signSHA256`).
     private let signingContexts = Locked<[SigningContext]>([])
     private static let maxIdleContexts = 16
@@ -130,7 +137,7 @@ public final class RSAKey: @unchecked Sendable {
         var digest = [UInt8](repeating: 0, count: 32)
         var dlen: UInt32 = 0
         let hashed = message.withUnsafeBytes { m in
-            digest.withUnsafeMutableBufferPointer { d in EVP_Digest(m.baseAddress, m.count, d.baseAddress, &dlen, EVP_sha256(), nil) == 1 }
+            digest.withUnsafeMutableBufferPointer { d in EVP_Digest(m.baseAddress, m.count, d.baseAddress, &dlen, Self.sha256 ?? EVP_sha256(), nil) == 1 }
         }
         guard hashed, dlen == 32 else {
             returnSigningContext(ctx)

@@ -53,6 +53,14 @@ final class JSONTests: XCTestCase {
             XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)), bytes)
         }
         XCTAssertEqual(Base64URL.encode(Array("hi?>".utf8)), "aGk_Pg")
+        // Appending writes after what is there, every tail length, with and without padding.
+        for (input, url, standard) in [("", "", ""), ("f", "Zg", "Zg=="), ("fo", "Zm8", "Zm8="), ("foo", "Zm9v", "Zm9v"),
+                                        ("foob", "Zm9vYg", "Zm9vYg=="), ("\u{FB}\u{FF}", "w7vDvw", "w7vDvw==")] {
+            var out = Array("x.".utf8)
+            Base64URL.append(Array(input.utf8), to: &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), "x." + url)
+            XCTAssertEqual(Base64URL.encodeStandard(Array(input.utf8)), standard)
+        }
         XCTAssertEqual(Base64URL.encodeStandard(Array("hi?>".utf8)), "aGk/Pg==")
         XCTAssertNil(Base64URL.decode("a$b"))
         XCTAssertNil(Base64URL.decode("a"))

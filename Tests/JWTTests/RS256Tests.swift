@@ -39,6 +39,25 @@ A88sGFxrkRJ9VbFnDIvDwj0EWw==
     static let input = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJrYXQifQ"
     static let expected = "vFgOFr3fAJxu8Lb0LHp5VTtCHkqKTwMP7FBAnIXOjfGQR2I-YYoP0iJSp_SzmZERhBRyqpDiMEAk44wzBAxjRrsiST3YOHsVFY9eZRqfJMRBvvzr5jzi8mdhQ8JDh8AIS-3mAXR_9zNoUThWXSpuk6bQL9htvP_jWB8QGNdVIsddhHfY7rRm5n-KJzswRmyqyqwVMHy4JArEf0P59kOVT6wFUl-JJBqjaNlvh01-VJQSXZwNJXcU9uFydHpo9QQUjRjFtclLW7S6QmfH7q4pjzjHoT7mK_fADglfGQr6WFPpahFShcbdB5RtbHQ3jXPnoKfwPtUfz96TjZyGSfr8Xw"
 
+    /// The token `SigningKey.sign` assembles (a header encoded once per key, the payload and signature encoded into
+    /// the token's buffer) is byte for byte the one built part by part: same header, same payload, the known answer's
+    /// signature over that input.
+    func testSignedTokenEqualsTheTokenBuiltPartByPart() throws {
+        let key = try SigningKey(key: RSAKey.privateKey(pem: Array(Self.pem.utf8)), createdAt: 1_700_000_000)
+        for payload: JSONObject in [["sub": "kat"], ["sub": "u", "n": .int(7), "name": "é\"x"], [:]] {
+            let token = try key.sign(payload: payload)
+            var input = JWTSerializer.signingInput(header: ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"], payload: payload)
+            let signature = try key.key.signSHA256(input)
+            input.append(UInt8(ascii: "."))
+            input.append(contentsOf: Array(Base64URL.encode(signature).utf8))
+            XCTAssertEqual(token, String(decoding: input, as: UTF8.self))
+            let decoded = try XCTUnwrap(DecodedJWT(token))
+            XCTAssertTrue(key.verify(decoded))
+            XCTAssertEqual(decoded.payload, payload)
+            XCTAssertEqual(decoded.keyID, key.kid)
+        }
+    }
+
     func testKnownAnswerSignature() throws {
         let key = try RSAKey.privateKey(pem: Array(Self.pem.utf8))
         let sig = try key.signSHA256(Array(Self.input.utf8))
