@@ -18,6 +18,33 @@ extension JSON {
         out.append(UInt8(ascii: ":"))
     }
 
+    /// Appends `s` as a JSON string (quoted, escaped).
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        JSONWriter.writeString(s, into: &out)
+    }
+
+    /// Appends `n` in decimal.
+    public static func writeInt(_ n: Int64, into out: inout [UInt8]) {
+        if n < 0 { out.append(UInt8(ascii: "-")) }
+        writeInt(n.magnitude, into: &out)
+    }
+
+    /// Appends `n` in decimal (concrete, not generic: a generic integer across modules is not specialized, and cost
+    /// an event's rendering a quarter of its time).
+    public static func writeInt(_ n: UInt64, into out: inout [UInt8]) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        var v = n
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buf in
+            repeat {
+                buf[23 - count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+                v /= 10
+                count += 1
+            } while v > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[(24 - count)...]))
+        }
+    }
+
     /// Serialization with two-space indentation (for files and people).
     public func prettySerialized() -> [UInt8] {
         var out: [UInt8] = []

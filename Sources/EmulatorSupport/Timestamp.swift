@@ -40,17 +40,45 @@ public enum Timestamp {
 
     /// `2026-11-30T10:02:05.123Z`. Never traps: times outside years 0001…9999 are clamped to that range.
     public static func rfc3339(millis raw: Int64) -> String {
+        var out: [UInt8] = []
+        appendRFC3339(millis: raw, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `rfc3339(millis:)`'s 24 bytes to `out`: the civil date computed here (no `gmtime_r`, no strings), since
+    /// every event a stream carries has a time.
+    public static func appendRFC3339(millis raw: Int64, into out: inout [UInt8]) {
         let millis = min(max(raw, minMillis), maxMillis)
         let floorSeconds = millis / 1000 - (millis % 1000 < 0 ? 1 : 0)
-        var t = time_t(floorSeconds)
         let ms = Int((millis % 1000 + 1000) % 1000)
-        var tmv = tm()
-        gmtime_r(&t, &tmv)
-        func pad(_ v: Int32, _ w: Int) -> String {
-            let s = String(v)
-            return s.count >= w ? s : String(repeating: "0", count: w - s.count) + s
+        var days = floorSeconds / 86_400
+        var secondOfDay = floorSeconds % 86_400
+        if secondOfDay < 0 { secondOfDay += 86_400; days -= 1 }
+        // Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's civil_from_days).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = Int(doy - (153 * mp + 2) / 5 + 1)
+        let month = Int(mp < 10 ? mp + 3 : mp - 9)
+        let year = Int(yoe + era * 400 + (month <= 2 ? 1 : 0))
+        let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay % 3600 / 60), second = Int(secondOfDay % 60)
+        func digits(_ v: Int, _ width: Int) {
+            var d = 1
+            for _ in 1..<width { d *= 10 }
+            while d > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(v / d % 10))
+                d /= 10
+            }
         }
-        let msText = String(ms)
-        return "\(pad(tmv.tm_year + 1900, 4))-\(pad(tmv.tm_mon + 1, 2))-\(pad(tmv.tm_mday, 2))T\(pad(tmv.tm_hour, 2)):\(pad(tmv.tm_min, 2)):\(pad(tmv.tm_sec, 2)).\(String(repeating: "0", count: 3 - msText.count))\(msText)Z"
+        digits(year, 4); out.append(UInt8(ascii: "-"))
+        digits(month, 2); out.append(UInt8(ascii: "-"))
+        digits(day, 2); out.append(UInt8(ascii: "T"))
+        digits(hour, 2); out.append(UInt8(ascii: ":"))
+        digits(minute, 2); out.append(UInt8(ascii: ":"))
+        digits(second, 2); out.append(UInt8(ascii: "."))
+        digits(ms, 3); out.append(UInt8(ascii: "Z"))
     }
 }

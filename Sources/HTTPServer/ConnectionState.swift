@@ -25,8 +25,9 @@ enum ConnectionEvent: Sendable {
     case tick(now: UInt64)
     /// The stream of request number `k` has something (its source's `wake`).
     case streamReady(UInt64)
-    /// A pull of the stream returned these bytes.
-    case pulled([UInt8], HTTPStreamPull, now: UInt64)
+    /// Pull the stream now (the loop's answer to `.pullStream`): the source writes straight into the pending output,
+    /// no copy of what it wrote (an event stream's bytes are otherwise copied once more per reader).
+    case pull(any HTTPStreamSource, limit: Int, now: UInt64)
     /// The server is shutting down: finish what is in flight, keep nothing alive.
     case stop
 }
@@ -55,7 +56,7 @@ enum ConnectionAction: Sendable {
     case fireCloseHooks([@Sendable () -> Void])
     /// Give the stream of request `k` its wake-up (`HTTPStreamSource.attach`).
     case attachStream(any HTTPStreamSource, UInt64)
-    /// Pull up to `limit` bytes from the stream; feed back `.pulled`. Always the last action of a batch.
+    /// Pull up to `limit` bytes from the stream: feed back `.pull` when it may run. Always the last action of a batch.
     case pullStream(any HTTPStreamSource, limit: Int)
     /// The stream is over: `HTTPStreamSource.detach`.
     case detachStream(any HTTPStreamSource)
@@ -267,12 +268,13 @@ struct ConnectionState {
             stream = s
             advance(&actions)
 
-        case .pulled(let bytes, let result, let now):
+        case .pull(let source, let limit, let now):
             see(now)
-            guard var s = stream else { return }
-            if !bytes.isEmpty {
+            guard var s = stream, s.body.source === source else { return }
+            let before = output.count
+            let result = source.pull(into: &output, limit: limit)
+            if output.count > before {
                 startWriteClock()
-                output.append(contentsOf: bytes)
                 s.lastWrite = clock
             }
             switch result {

@@ -661,9 +661,7 @@ final class EventLoop: @unchecked Sendable {
                     let id = c.id
                     source.attach { [self] in enqueue(.streamReady(id, number)) }
                 case .pullStream(let source, let limit):
-                    var bytes: [UInt8] = []
-                    let result = source.pull(into: &bytes, limit: limit)
-                    next = .pulled(bytes, result, now: now)
+                    next = .pull(source, limit: limit, now: now)
                 case .detachStream(let source):
                     source.detach()
                 }

@@ -185,7 +185,8 @@ public enum HTTPStreamPull: Sendable, Equatable {
 public protocol HTTPStreamSource: AnyObject, Sendable {
     /// Called once on the event loop before the first pull; `wake` (any thread, cheap, coalesced) asks for a pull.
     func attach(wake: @escaping @Sendable () -> Void)
-    /// Appends up to about `limit` bytes to `out`. Runs on the event loop: never block.
+    /// Appends up to about `limit` bytes to `out`. `out` is the connection's pending output (it may hold bytes
+    /// already: append after them; `limit` counts only what this pull adds). Runs on the event loop: never block.
     func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull
     /// The stream is over (finished, client gone, server stopping, or never started): release everything. Called
     /// exactly once per started stream, on the event loop; may also be called for a stream that never started.

@@ -58,7 +58,7 @@ enum EventStream {
             // Bytes, not string interpolation: this runs for every event and every reader.
             if withId {
                 out.append(contentsOf: idPrefix)
-                appendDecimal(event.id, &out)
+                JSON.writeInt(event.id, into: &out)
                 out.append(0x0A)
             }
             out.append(contentsOf: eventPrefix)
@@ -73,20 +73,6 @@ enum EventStream {
     private static let idPrefix = Array("id: ".utf8)
     private static let eventPrefix = Array("event: ".utf8)
     private static let dataPrefix = Array("\ndata: ".utf8)
-
-    static func appendDecimal(_ n: UInt64, _ out: inout [UInt8]) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var v = n, count = 0
-        withUnsafeMutableBytes(of: &digits) { buf in
-            repeat {
-                buf[19 - count] = UInt8(ascii: "0") + UInt8(v % 10)
-                v /= 10
-                count += 1
-            } while v > 0
-            out.append(contentsOf: buf[(20 - count)...])
-        }
-    }
 }
 
 /// Feeds one subscription to one connection: reads (and renders) only when the connection pulls.
@@ -106,6 +92,7 @@ final class EventStreamSource: HTTPStreamSource {
     func attach(wake: @escaping @Sendable () -> Void) { subscription.setWake(wake) }
 
     func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull {
+        let pulledFrom = out.count
         while true {
             // Events another reader rendered arrive as bytes in `out`; this reader renders the rest, once for all.
             let batch = subscription.read(max: 64, format: format, into: &out)
@@ -119,7 +106,7 @@ final class EventStreamSource: HTTPStreamSource {
                 subscription.keep(e, sequence: sequence, format: format, Array(out[start...]))
             }
             switch batch.status {
-            case .more: if out.count >= limit { return .more }
+            case .more: if out.count - pulledFrom >= limit { return .more }
             case .waiting: return .waiting
             case .finished: return .finished
             }

@@ -90,64 +90,77 @@ public enum EventPayload: Sendable, Equatable {
         }
     }
 
-    /// The type-specific fields, in the contract's order (absent ones left out).
-    public var fields: [(String, JSON)] {
+    /// Writes the type-specific members, each preceded by a comma, in the contract's order (absent ones left out):
+    /// straight into the frame, with no JSON values or arrays made (this runs once per event a stream carries).
+    public func writeFields(into out: inout [UInt8]) {
+        func key(_ k: StaticString) {
+            out.append(UInt8(ascii: ","))
+            out.append(UInt8(ascii: "\""))
+            k.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
+        }
+        func string(_ k: StaticString, _ v: String) { key(k); JSON.writeString(v, into: &out) }
+        func optional(_ k: StaticString, _ v: String?) { if let v { string(k, v) } }
+        func int(_ k: StaticString, _ v: Int64) { key(k); JSON.writeInt(v, into: &out) }
+        func strings(_ k: StaticString, _ v: [String]) {
+            key(k)
+            out.append(UInt8(ascii: "["))
+            for (n, e) in v.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeString(e, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        func session(_ id: SessionID) {
+            key("sessionInfo")
+            out.append(UInt8(ascii: "\""))
+            id.appendText(to: &out)
+            out.append(UInt8(ascii: "\""))
+        }
         switch self {
-        case .codeSent(let phone, let kind, let session, let fictional, let code):
-            var f: [(String, JSON)] = [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))),
-                                       ("sessionInfo", .string(session.text)), ("fictional", .bool(fictional))]
-            if !fictional { f.append(("code", .string(code))) }
-            return f
-        case .codeVerified(let phone, let kind, let session):
-            return [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))), ("sessionInfo", .string(session.text))]
-        case .codeRejected(let phone, let kind, let session, let reason, let left):
-            var f: [(String, JSON)] = [("phoneNumber", .string(phone)), ("kind", .string(Self.kindName(kind))),
-                                       ("sessionInfo", .string(session.text)), ("reason", .string(reason.rawValue))]
-            if let left { f.append(("attemptsLeft", .int(left))) }
-            return f
-        case .sessionExpired(let phone, let session):
-            return [("phoneNumber", .string(phone)), ("sessionInfo", .string(session.text))]
+        case .codeSent(let phone, let kind, let id, let fictional, let code):
+            string("phoneNumber", phone); string("kind", Self.kindName(kind)); session(id)
+            key("fictional"); out.append(contentsOf: (fictional ? "true" : "false").utf8)
+            if !fictional { string("code", code) }
+        case .codeVerified(let phone, let kind, let id):
+            string("phoneNumber", phone); string("kind", Self.kindName(kind)); session(id)
+        case .codeRejected(let phone, let kind, let id, let reason, let left):
+            string("phoneNumber", phone); string("kind", Self.kindName(kind)); session(id); string("reason", reason.rawValue)
+            if let left { int("attemptsLeft", Int64(left)) }
+        case .sessionExpired(let phone, let id):
+            string("phoneNumber", phone); session(id)
         case .userCreated(let uid, let phone, let email, let provider):
-            var f: [(String, JSON)] = [("uid", .string(uid))]
-            if let phone { f.append(("phoneNumber", .string(phone))) }
-            if let email { f.append(("email", .string(email))) }
-            f.append(("provider", .string(provider)))
-            return f
+            string("uid", uid); optional("phoneNumber", phone); optional("email", email); string("provider", provider)
         case .userUpdated(let uid, let fields):
-            return [("uid", .string(uid)), ("fields", .array(fields.map { .string($0) }))]
+            string("uid", uid); strings("fields", fields)
         case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid):
-            return [("uid", .string(uid))]
+            string("uid", uid)
         case .tokensIssued(let uid, let provider, let second):
-            var f: [(String, JSON)] = [("uid", .string(uid)), ("provider", .string(provider))]
-            if let second { f.append(("secondFactor", .string(second))) }
-            return f
+            string("uid", uid); string("provider", provider); optional("secondFactor", second)
         case .limitHit(let limit, let phone, let ip):
-            var f: [(String, JSON)] = [("limit", .string(limit.rawValue))]
-            if let phone { f.append(("phoneNumber", .string(phone))) }
-            if let ip { f.append(("ip", .string(ip))) }
-            return f
+            string("limit", limit.rawValue); optional("phoneNumber", phone); optional("ip", ip)
         case .appVerificationFailed(let reason, let phone):
-            var f: [(String, JSON)] = [("reason", .string(reason.rawValue))]
-            if let phone { f.append(("phoneNumber", .string(phone))) }
-            return f
+            string("reason", reason.rawValue); optional("phoneNumber", phone)
         case .configChanged(let fields):
-            return [("fields", .array(fields.map { .string($0) }))]
+            strings("fields", fields)
         case .keysRotated(let kid, let retired):
-            return [("kid", .string(kid)), ("retiredKids", .array(retired.map { .string($0) }))]
+            string("kid", kid); strings("retiredKids", retired)
         case .clockChanged(let offset, let now):
-            return [("offsetMillis", .int(offset)), ("now", .string(Timestamp.rfc3339(millis: now)))]
+            int("offsetMillis", offset)
+            key("now"); out.append(UInt8(ascii: "\"")); Timestamp.appendRFC3339(millis: now, into: &out); out.append(UInt8(ascii: "\""))
         case .mfaEnrolled(let uid, let id, let phone):
-            return [("uid", .string(uid)), ("mfaEnrollmentId", .string(id)), ("phoneNumber", .string(phone))]
+            string("uid", uid); string("mfaEnrollmentId", id); string("phoneNumber", phone)
         case .mfaWithdrawn(let uid, let id):
-            return [("uid", .string(uid)), ("mfaEnrollmentId", .string(id))]
+            string("uid", uid); string("mfaEnrollmentId", id)
         case .oobSent(let email, let type, let code):
-            return [("email", .string(email)), ("requestType", .string(type)), ("oobCode", .string(code))]
+            string("email", email); string("requestType", type); string("oobCode", code)
         case .blockingFunctionCalled(let event, let uri, let ms, let outcome):
-            return [("event", .string(event)), ("uri", .string(uri)), ("durationMs", .int(ms)), ("outcome", .string(outcome))]
+            string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
-            return [("uid", .string(uid)), ("expiresIn", .int(seconds))]
+            string("uid", uid); int("expiresIn", seconds)
         case .dropped(let count):
-            return [("count", .int(count))]
+            int("count", Int64(count))
         }
     }
 }
@@ -168,43 +181,35 @@ public struct EmulatorEvent: Sendable, Equatable {
         self.payload = payload
     }
 
-    /// `json(key)` serialized into `out`, member by member (no object built: this runs once per event a stream
-    /// carries). `withId: false` leaves the id out (a `dropped` notice).
+    /// The event's JSON object (`{"id", "type", "time", "project", "tenant"?, …fields}`) written into `out`, member by
+    /// member (no object built: this runs once per event a stream carries). `withId: false` leaves the id out (a
+    /// `dropped` notice).
     public func writeJSON(_ key: StoreKey, withId: Bool = true, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         if withId {
-            JSON.writeKey("id", into: &out)
-            JSON.int(id).serialize(into: &out)
+            out.append(contentsOf: #""id":"#.utf8)
+            JSON.writeInt(id, into: &out)
             out.append(UInt8(ascii: ","))
         }
-        JSON.writeKey("type", into: &out)
-        JSON.string(payload.type).serialize(into: &out)
-        out.append(contentsOf: #","time":"#.utf8)
-        JSON.string(Timestamp.rfc3339(millis: time)).serialize(into: &out)
-        out.append(contentsOf: #","project":"#.utf8)
-        JSON.string(key.projectId).serialize(into: &out)
+        out.append(contentsOf: #""type":""#.utf8)
+        out.append(contentsOf: payload.type.utf8)  // a fixed name: nothing to escape
+        out.append(contentsOf: #"","time":""#.utf8)
+        Timestamp.appendRFC3339(millis: time, into: &out)
+        out.append(contentsOf: #"","project":"#.utf8)
+        JSON.writeString(key.projectId, into: &out)
         if let t = key.tenantId {
             out.append(contentsOf: #","tenant":"#.utf8)
-            JSON.string(t).serialize(into: &out)
+            JSON.writeString(t, into: &out)
         }
-        for (k, v) in payload.fields {
-            out.append(UInt8(ascii: ","))
-            JSON.writeKey(k, into: &out)
-            v.serialize(into: &out)
-        }
+        payload.writeFields(into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
-    /// The contract's object: `{"id", "type", "time", "project", "tenant"?, …fields}`.
+    /// The contract's object, as a value (tests, tools): `writeJSON`'s bytes parsed, so the two never differ.
     public func json(_ key: StoreKey) -> JSON {
-        var o = JSONObject()
-        o["id"] = .int(id)
-        o["type"] = .string(payload.type)
-        o["time"] = .string(Timestamp.rfc3339(millis: time))
-        o["project"] = .string(key.projectId)
-        if let t = key.tenantId { o["tenant"] = .string(t) }
-        for (k, v) in payload.fields { o[k] = v }
-        return .object(o)
+        var out: [UInt8] = []
+        writeJSON(key, into: &out)
+        return (try? JSONParser.parse(out)) ?? .null
     }
 }
 
@@ -463,6 +468,12 @@ public final class EventLog: Sendable {
     func read(_ sub: EventSubscription, max: Int, format: EventWireFormat?, into out: inout [UInt8]) -> EventSubscription.Batch {
         let cap = UInt64(hub.capacity)
         let scanLimit = 4096
+        // Bytes others rendered are taken by reference under the lock (a retain each) and copied after it: readers on
+        // other loops and the emitters wait for the lock, not for the copies.
+        var rendered: [[UInt8]] = []
+        defer {
+            for bytes in rendered { bytes.withUnsafeBufferPointer { out.append(contentsOf: $0) } }
+        }
         return state.withLock { s -> EventSubscription.Batch in
             guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], sequence: [], dropped: 0, status: .finished) }
             let dropped = me.dropped
@@ -484,7 +495,8 @@ public final class EventLog: Sendable {
                 if all || me.filter.matches(s.ring[slot].type) {
                     if let f = format?.rawValue, !s.rendered[f][slot].isEmpty {
                         if !events.isEmpty { break scan }  // render those first, to keep the order
-                        s.rendered[f][slot].withUnsafeBufferPointer { out.append(contentsOf: $0) }
+                        if rendered.isEmpty { rendered.reserveCapacity(max) }
+                        rendered.append(s.rendered[f][slot])
                     } else {
                         events.append(s.ring[slot])
                         sequence.append(me.cursor)

@@ -38,6 +38,12 @@ public struct SessionID: Hashable, Sendable {
 
     public var text: String { Base64URL.encode(bytes) }
 
+    /// Appends `text`'s 22 bytes to `out` (no array, no string: events carry it).
+    public func appendText(to out: inout [UInt8]) {
+        var raw = (hi.bigEndian, lo.bigEndian)
+        withUnsafeBytes(of: &raw) { Base64URL.append($0, to: &out) }
+    }
+
     var shard: Int { Int(truncatingIfNeeded: hi & 63) }
 }
 

@@ -76,5 +76,31 @@ final class JSONTests: XCTestCase {
     func testTimestamp() {
         XCTAssertEqual(Timestamp.rfc3339(millis: 0), "1970-01-01T00:00:00.000Z")
         XCTAssertEqual(Timestamp.rfc3339(millis: 1_796_033_491_418), "2026-11-30T10:11:31.418Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: 951_782_400_000), "2000-02-29T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: -1), "1969-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: Timestamp.minMillis), "0001-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: Timestamp.maxMillis), "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.rfc3339(millis: .min), "0001-01-01T00:00:00.000Z", "clamped, never trapping")
+        XCTAssertEqual(Timestamp.rfc3339(millis: .max), "9999-12-31T23:59:59.999Z")
+        // The date arithmetic against the C library's gmtime_r across the whole range (and every day near the epoch).
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let span = UInt64(Timestamp.maxMillis - Timestamp.minMillis)
+        let samples = (0..<20_000).map { _ -> Int64 in
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Timestamp.minMillis + Int64((x >> 11) % span)
+        } + (-800...800).map { Int64($0) * 86_400_000 - 1 }
+        for millis in samples {
+            let floorSeconds = millis / 1000 - (millis % 1000 < 0 ? 1 : 0)
+            var t = time_t(floorSeconds)
+            var tmv = tm()
+            gmtime_r(&t, &tmv)
+            let ms = (millis % 1000 + 1000) % 1000
+            let expected = String(format4(Int(tmv.tm_year) + 1900)) + "-" + two(Int(tmv.tm_mon) + 1) + "-" + two(Int(tmv.tm_mday))
+                + "T" + two(Int(tmv.tm_hour)) + ":" + two(Int(tmv.tm_min)) + ":" + two(Int(tmv.tm_sec)) + "."
+                + String(String(ms + 1000).dropFirst()) + "Z"
+            XCTAssertEqual(Timestamp.rfc3339(millis: millis), expected, "\(millis)")
+        }
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        func format4(_ v: Int) -> String { String(String(v + 10_000).dropFirst()) }
     }
 }

@@ -76,9 +76,7 @@ struct Harness {
                     source.attach { }
                 case .pullStream(let source, let limit):
                     XCTAssertEqual(i, actions.count - 1, "pull ends a batch")
-                    var bytes: [UInt8] = []
-                    let r = source.pull(into: &bytes, limit: limit)
-                    next = .pulled(bytes, r, now: now)
+                    next = .pull(source, limit: limit, now: now)
                 case .detachStream(let source):
                     detached += 1
                     source.detach()

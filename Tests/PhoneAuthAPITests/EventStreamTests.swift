@@ -32,8 +32,13 @@ final class EventStreamTests: XCTestCase, AppCalling {
     func testDecimalIdsOnTheWire() {
         for n: UInt64 in [0, 7, 9, 10, 99, 100, 12_345, 1 << 32, UInt64.max] {
             var out: [UInt8] = [0x41]
-            EventStream.appendDecimal(n, &out)
+            JSON.writeInt(n, into: &out)
             XCTAssertEqual(String(decoding: out, as: UTF8.self), "A" + String(n))
+        }
+        for n: Int64 in [0, -1, 9, -10, 1 << 40, Int64.max, Int64.min] {
+            var out: [UInt8] = []
+            JSON.writeInt(n, into: &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), String(n))
         }
     }
 

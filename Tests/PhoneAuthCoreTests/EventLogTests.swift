@@ -89,31 +89,60 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u4 b:u5 ")
     }
 
-    /// The stream writes events member by member: the same bytes as the contract's object, serialized.
-    func testWrittenEventsAreTheirJSONObjects() {
-        let payloads: [EventPayload] = [
-            .userCreated(uid: "u\"1", phoneNumber: "+15550001111", email: nil, provider: "phone"),
-            .userUpdated(uid: "u1", fields: ["email", "mfaInfo"]),
-            .tokensIssued(uid: "u1", provider: "password", secondFactor: "phone"),
-            .limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: "127.0.0.1"),
-            .configChanged(fields: []),
-            .keysRotated(kid: "k2", retiredKids: ["k0", "k1"]),
-            .clockChanged(offsetMillis: -3_600_000, now: 1_700_000_000_000),
-            .oobSent(email: "a@b.c", requestType: "VERIFY_EMAIL", oobCode: "c<o>de"),
-            .sessionCookieCreated(uid: "u1", expiresIn: 300),
+    /// The stream writes events member by member: every type's bytes, written out here by hand (the contract's
+    /// members, order, escaping and optional fields), and the object `json(key)` gives is the same.
+    func testWrittenEventsAreTheContractsObjects() throws {
+        let sid = SessionID(bytes: Array(0..<16))
+        let cases: [(EventPayload, String)] = [
+            (.codeSent(phoneNumber: "+15550001111", kind: .signIn, session: sid, fictional: false, code: "123456"),
+             #""phoneNumber":"+15550001111","kind":"signIn","sessionInfo":"AAECAwQFBgcICQoLDA0ODw","fictional":false,"code":"123456""#),
+            (.codeSent(phoneNumber: "+15550001111", kind: .mfaEnrollment, session: sid, fictional: true, code: "654321"),
+             #""phoneNumber":"+15550001111","kind":"mfaEnrollment","sessionInfo":"AAECAwQFBgcICQoLDA0ODw","fictional":true"#),
+            (.codeVerified(phoneNumber: "+1555", kind: .mfaSignIn, session: sid),
+             #""phoneNumber":"+1555","kind":"mfaSignIn","sessionInfo":"AAECAwQFBgcICQoLDA0ODw""#),
+            (.codeRejected(phoneNumber: "+1555", kind: .signIn, session: sid, reason: .invalidCode, attemptsLeft: 2),
+             #""phoneNumber":"+1555","kind":"signIn","sessionInfo":"AAECAwQFBgcICQoLDA0ODw","reason":"INVALID_CODE","attemptsLeft":2"#),
+            (.codeRejected(phoneNumber: "+1555", kind: .signIn, session: sid, reason: .sessionExpired, attemptsLeft: nil),
+             #""phoneNumber":"+1555","kind":"signIn","sessionInfo":"AAECAwQFBgcICQoLDA0ODw","reason":"SESSION_EXPIRED""#),
+            (.sessionExpired(phoneNumber: "+1555", session: sid), #""phoneNumber":"+1555","sessionInfo":"AAECAwQFBgcICQoLDA0ODw""#),
+            (.userCreated(uid: "u\"1", phoneNumber: "+15550001111", email: nil, provider: "phone"),
+             #""uid":"u\"1","phoneNumber":"+15550001111","provider":"phone""#),
+            (.userCreated(uid: "u1", phoneNumber: nil, email: "a@b.c", provider: "password"), #""uid":"u1","email":"a@b.c","provider":"password""#),
+            (.userUpdated(uid: "u1", fields: ["email", "mfaInfo"]), #""uid":"u1","fields":["email","mfaInfo"]"#),
+            (.userDisabled(uid: "u1"), #""uid":"u1""#), (.userEnabled(uid: "u1"), #""uid":"u1""#),
+            (.userDeleted(uid: "u1"), #""uid":"u1""#), (.tokensRefreshed(uid: "u1"), #""uid":"u1""#),
+            (.tokensRevoked(uid: "u1"), #""uid":"u1""#),
+            (.tokensIssued(uid: "u1", provider: "password", secondFactor: "phone"), #""uid":"u1","provider":"password","secondFactor":"phone""#),
+            (.tokensIssued(uid: "u1", provider: "phone", secondFactor: nil), #""uid":"u1","provider":"phone""#),
+            (.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: "127.0.0.1"), #""limit":"TOO_MANY_ATTEMPTS_TRY_LATER","ip":"127.0.0.1""#),
+            (.limitHit(limit: .quotaExceeded, phoneNumber: "+1555", ip: nil), #""limit":"QUOTA_EXCEEDED","phoneNumber":"+1555""#),
+            (.appVerificationFailed(reason: .missingAppCredential, phoneNumber: "+1555"), #""reason":"MISSING_APP_CREDENTIAL","phoneNumber":"+1555""#),
+            (.configChanged(fields: []), #""fields":[]"#),
+            (.keysRotated(kid: "k2", retiredKids: ["k0", "k1"]), #""kid":"k2","retiredKids":["k0","k1"]"#),
+            (.clockChanged(offsetMillis: -3_600_000, now: 1_796_000_000_000), #""offsetMillis":-3600000,"now":"2026-11-30T00:53:20.000Z""#),
+            (.mfaEnrolled(uid: "u1", mfaEnrollmentId: "e1", phoneNumber: "+1555"), #""uid":"u1","mfaEnrollmentId":"e1","phoneNumber":"+1555""#),
+            (.mfaWithdrawn(uid: "u1", mfaEnrollmentId: "e1"), #""uid":"u1","mfaEnrollmentId":"e1""#),
+            (.oobSent(email: "a@b.c", requestType: "VERIFY_EMAIL", oobCode: "c<o>de\n"), #""email":"a@b.c","requestType":"VERIFY_EMAIL","oobCode":"c<o>de\n""#),
+            (.blockingFunctionCalled(event: "beforeSignIn", uri: "http://h/f", durationMs: 12, outcome: "ok"),
+             #""event":"beforeSignIn","uri":"http://h/f","durationMs":12,"outcome":"ok""#),
+            (.sessionCookieCreated(uid: "u1", expiresIn: 300), #""uid":"u1","expiresIn":300"#),
         ]
-        for (n, p) in payloads.enumerated() {
-            let e = EmulatorEvent(id: UInt64(n + 1), time: testEpochMillis + Int64(n), payload: p)
-            for key in [StoreKey(projectId: "p"), StoreKey(projectId: "p", tenantId: "t-1")] {
+        var seen = Set<String>()
+        for (n, (payload, fields)) in cases.enumerated() {
+            seen.insert(payload.type)
+            let e = EmulatorEvent(id: UInt64(n + 41), time: 1_700_000_000_123, payload: payload)
+            for (key, scope) in [(StoreKey(projectId: "p"), #""project":"p""#), (StoreKey(projectId: "p", tenantId: "t-1"), #""project":"p","tenant":"t-1""#)] {
                 var out: [UInt8] = []
                 e.writeJSON(key, into: &out)
-                XCTAssertEqual(String(decoding: out, as: UTF8.self), e.json(key).serializedString)
+                let expected = #"{"id":\#(n + 41),"type":"\#(payload.type)","time":"2023-11-14T22:13:20.123Z",\#(scope),\#(fields)}"#
+                XCTAssertEqual(String(decoding: out, as: UTF8.self), expected)
+                XCTAssertEqual(e.json(key), try JSONParser.parse(expected))
             }
         }
+        XCTAssertEqual(seen, Set(EventPayload.types).subtracting(["dropped"]), "every type is written out above")
         var dropped: [UInt8] = []
-        EmulatorEvent(id: 0, time: testEpochMillis, payload: .dropped(count: 3)).writeJSON(p, withId: false, into: &dropped)
-        XCTAssertFalse(String(decoding: dropped, as: UTF8.self).contains("\"id\""))
-        XCTAssertTrue(String(decoding: dropped, as: UTF8.self).hasSuffix(#""count":3}"#))
+        EmulatorEvent(id: 0, time: 1_700_000_000_123, payload: .dropped(count: 3)).writeJSON(p, withId: false, into: &dropped)
+        XCTAssertEqual(String(decoding: dropped, as: UTF8.self), #"{"type":"dropped","time":"2023-11-14T22:13:20.123Z","project":"p","count":3}"#)
     }
 
     func testFiltersTakeTypesListsAndPrefixes() throws {
