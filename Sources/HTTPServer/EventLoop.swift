@@ -126,17 +126,15 @@ final class EventLoop: @unchecked Sendable {
     let started = DispatchSemaphore(value: 0)
     private var queuedSends: [Connection] = []
     private var batch: [Connection] = []
-    private var sendBytes: [UInt8] = []
     private var sendFDs: [Int32] = []
-    private var sendOffsets: [Int] = []
     private var sendLengths: [UInt32] = []
     private var sendResults: [Int32] = []
     private var sendBuffers: [UnsafeRawPointer?] = []
     /// At most this much of one connection's output per batch (the rest goes in the next round).
     static let maxBatchedSend = 256 * 1024
-    /// At most about this much output is copied for one submission; connections past it wait for the next round
-    /// (many connections with large answers cost a bounded buffer, not one copy of everything at once).
-    static let maxBatchBytes = 4 << 20
+    /// At most this many connections per submission (the ring's size); connections past it wait for the next round.
+    /// Each is sent from its own output buffer, held for the submission (nothing is copied for the batch).
+    static let maxBatchConnections = 64
     /// Streams that have something, pulled together once `streamPullsDue` passes: events that arrive within
     /// `streamBatchNanos` go out in one pull and one `send` per stream instead of one each (ten readers of a stream
     /// under load would otherwise cost ten system calls per event).
@@ -279,22 +277,21 @@ final class EventLoop: @unchecked Sendable {
         } while !localHandoffs.isEmpty || !queuedSends.isEmpty
     }
 
-    /// Sends every queued connection's pending output in one io_uring submission (more rounds for partial sends),
-    /// feeding each result back as `send` would.
+    /// Sends every queued connection's pending output in one io_uring submission (more rounds for partial sends and
+    /// past `maxBatchConnections`), feeding each result back as `send` would.
     private func flushSends() {
         guard let uring else { return }
         while !queuedSends.isEmpty {
             swap(&batch, &queuedSends)
             queuedSends.removeAll(keepingCapacity: true)
-            sendBytes.removeAll(keepingCapacity: sendBytes.capacity <= 1 << 20)
             sendFDs.removeAll(keepingCapacity: true)
-            sendOffsets.removeAll(keepingCapacity: true)
             sendLengths.removeAll(keepingCapacity: true)
+            sendBuffers.removeAll(keepingCapacity: true)
             var live = 0
             // By index, compacting in place (iterating the array while writing to it would copy it every round).
             for k in batch.indices {
                 let c = batch[k]
-                if sendBytes.count >= Self.maxBatchBytes {
+                if live == Self.maxBatchConnections {
                     queuedSends.append(contentsOf: batch[k...])  // still marked queued: the next round sends them
                     break
                 }
@@ -303,21 +300,13 @@ final class EventLoop: @unchecked Sendable {
                 guard !c.state.closed, connections[c.id] === c, c.state.pendingOutput > 0 else { continue }
                 batch[live] = c
                 live += 1
-                let start = sendBytes.count
-                c.state.withPendingOutput { sendBytes.append(contentsOf: $0.prefix(Self.maxBatchedSend)) }
-                sendOffsets.append(start)
-                sendLengths.append(UInt32(sendBytes.count - start))
                 sendFDs.append(c.fd)
             }
             batch.removeSubrange(live...)
             guard live > 0 else { continue }
             sendResults.removeAll(keepingCapacity: true)
             sendResults.append(contentsOf: repeatElement(0, count: live))
-            sendBytes.withUnsafeBytes { bytes in
-                sendBuffers.removeAll(keepingCapacity: true)
-                for o in sendOffsets { sendBuffers.append(UnsafeRawPointer(bytes.baseAddress! + o)) }
-                _ = csys_uring_send_batch(uring, Int32(live), sendFDs, sendBuffers, sendLengths, &sendResults)
-            }
+            submitHoldingOutputs(from: 0, uring)
             let now = monotonicNanos()
             for (i, c) in batch.enumerated() {
                 let r = sendResults[i]
@@ -332,6 +321,21 @@ final class EventLoop: @unchecked Sendable {
                 drive(c, event, now: now)
             }
             batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Holds `batch[k...]`'s output buffers open, one inside the other (at most `maxBatchConnections` deep), and
+    /// submits the sends from them: the kernel copies each answer straight from its connection's buffer, which stays
+    /// valid and unchanged until the submission returns (the ring completes every send before it does).
+    private func submitHoldingOutputs(from k: Int, _ uring: OpaquePointer) {
+        guard k < batch.count else {
+            _ = csys_uring_send_batch(uring, Int32(batch.count), sendFDs, sendBuffers, sendLengths, &sendResults)
+            return
+        }
+        batch[k].state.withPendingOutput { out in
+            sendBuffers.append(out.baseAddress)
+            sendLengths.append(UInt32(min(out.count, Self.maxBatchedSend)))
+            submitHoldingOutputs(from: k + 1, uring)
         }
     }
 

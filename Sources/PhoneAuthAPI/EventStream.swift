@@ -100,10 +100,16 @@ final class EventStreamSource: HTTPStreamSource {
                 EventStream.render(EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)),
                                    key: key, format: format, into: &out)
             }
-            for (e, sequence) in zip(batch.events, batch.sequence) {
+            if !batch.events.isEmpty {
+                // Rendered here once, kept as one run for the other readers.
                 let start = out.count
-                EventStream.render(e, key: key, format: format, into: &out)
-                subscription.keep(e, sequence: sequence, format: format, Array(out[start...]))
+                var ends: [Int] = []
+                ends.reserveCapacity(batch.events.count)
+                for e in batch.events {
+                    EventStream.render(e, key: key, format: format, into: &out)
+                    ends.append(out.count - start)
+                }
+                subscription.keep(batch.events, sequence: batch.sequence, format: format, bytes: Array(out[start...]), ends: ends)
             }
             switch batch.status {
             case .more: if out.count - pulledFrom >= limit { return .more }

@@ -342,6 +342,22 @@ public enum EventWireFormat: Int, Sendable, CaseIterable {
     case jsonl
 }
 
+/// Consecutive events as the wire carries them, rendered together by one reader: each ring slot names its range of
+/// a run, and a reader that takes consecutive events of one run copies them with one copy and one reference.
+final class WireRun: Sendable {
+    let bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+/// Where one event's bytes are in a `WireRun` (no run: not rendered in that format yet).
+struct WireRef: Sendable {
+    var run: WireRun? = nil
+    /// The run's number in its log (0: none): what a reader compares, without touching the run's reference count.
+    var runID: UInt64 = 0
+    var start: Int32 = 0
+    var end: Int32 = 0
+}
+
 /// One store's ring of events and its subscribers.
 public final class EventLog: Sendable {
     public let key: StoreKey
@@ -360,9 +376,11 @@ public final class EventLog: Sendable {
     struct State {
         /// `ring[seq % capacity]`; grows to `capacity`.
         var ring: [EmulatorEvent] = []
-        /// Each event as the wire carries it, per `EventWireFormat`, once a reader rendered it (empty: not yet),
+        /// Each event as the wire carries it, per `EventWireFormat`, once a reader rendered it (no run: not yet),
         /// beside `ring`: of ten readers one renders, the others copy bytes.
-        var rendered: [[[UInt8]]] = Array(repeating: [], count: EventWireFormat.allCases.count)
+        var rendered: [[WireRef]] = Array(repeating: [], count: EventWireFormat.allCases.count)
+        /// Runs kept so far (their `runID`s).
+        var runs: UInt64 = 0
         /// The sequence number (per log) of the oldest retained event.
         var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
@@ -402,7 +420,7 @@ public final class EventLog: Sendable {
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
                 if s.ring.count < cap {
                     s.ring.append(event)
-                    for f in s.rendered.indices { s.rendered[f].append([]) }
+                    for f in s.rendered.indices { s.rendered[f].append(WireRef()) }
                 } else {
                     let slot = Int(s.first % UInt64(cap))
                     if !s.subs.isEmpty && s.lowestCursor <= s.first {
@@ -421,7 +439,7 @@ public final class EventLog: Sendable {
                         s.lowestCursor = lowest
                     }
                     s.ring[slot] = event
-                    for f in s.rendered.indices where !s.rendered[f][slot].isEmpty { s.rendered[f][slot] = [] }
+                    for f in s.rendered.indices where s.rendered[f][slot].runID != 0 { s.rendered[f][slot] = WireRef() }
                     s.first += 1
                 }
                 if s.waiting > 0 {
@@ -468,11 +486,14 @@ public final class EventLog: Sendable {
     func read(_ sub: EventSubscription, max: Int, format: EventWireFormat?, into out: inout [UInt8]) -> EventSubscription.Batch {
         let cap = UInt64(hub.capacity)
         let scanLimit = 4096
-        // Bytes others rendered are taken by reference under the lock (a retain each) and copied after it: readers on
-        // other loops and the emitters wait for the lock, not for the copies.
-        var rendered: [[UInt8]] = []
+        // Bytes others rendered are taken by reference under the lock (one per run of consecutive events) and copied
+        // after it: readers on other loops and the emitters wait for the lock, not for the copies.
+        var rendered: [WireRef] = []
+        var lastRunID: UInt64 = 0
         defer {
-            for bytes in rendered { bytes.withUnsafeBufferPointer { out.append(contentsOf: $0) } }
+            for r in rendered {
+                r.run?.bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[Int(r.start)..<Int(r.end)])) }
+            }
         }
         return state.withLock { s -> EventSubscription.Batch in
             guard var me = s.subs[ObjectIdentifier(sub)] else { return .init(events: [], sequence: [], dropped: 0, status: .finished) }
@@ -493,10 +514,15 @@ public final class EventLog: Sendable {
             scan: while me.cursor < end && taken < max && scanned < scanLimit {
                 let slot = Int(me.cursor % cap)
                 if all || me.filter.matches(s.ring[slot].type) {
-                    if let f = format?.rawValue, !s.rendered[f][slot].isEmpty {
+                    if let f = format?.rawValue, s.rendered[f][slot].runID != 0 {
                         if !events.isEmpty { break scan }  // render those first, to keep the order
-                        if rendered.isEmpty { rendered.reserveCapacity(max) }
-                        rendered.append(s.rendered[f][slot])
+                        let runID = s.rendered[f][slot].runID, start = s.rendered[f][slot].start
+                        if lastRunID == runID, rendered[rendered.count - 1].end == start {
+                            rendered[rendered.count - 1].end = s.rendered[f][slot].end  // the next event of the same run
+                        } else {
+                            rendered.append(s.rendered[f][slot])
+                            lastRunID = runID
+                        }
                     } else {
                         events.append(s.ring[slot])
                         sequence.append(me.cursor)
@@ -523,13 +549,25 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Keeps an event's bytes in `format` for the next reader (if the event is still in the ring at `sequence`).
-    func keep(_ event: EmulatorEvent, sequence: UInt64, format: EventWireFormat, _ bytes: [UInt8]) {
+    /// Keeps the bytes of events a reader just rendered, in `format`, for the next readers: `bytes` holds them in
+    /// order, event `k` ending at `ends[k]` (those no longer in the ring at their `sequence` are skipped).
+    func keep(_ events: [EmulatorEvent], sequence: [UInt64], format: EventWireFormat, bytes: [UInt8], ends: [Int]) {
+        guard !events.isEmpty else { return }
         let cap = UInt64(hub.capacity)
+        let run = WireRun(bytes)
         state.withLock { s in
-            guard sequence >= s.first, sequence < s.next else { return }
-            let slot = Int(sequence % cap)
-            if s.ring[slot].id == event.id { s.rendered[format.rawValue][slot] = bytes }
+            s.runs &+= 1
+            let runID = s.runs
+            var start = 0
+            for k in events.indices {
+                let q = sequence[k]
+                defer { start = ends[k] }
+                guard q >= s.first, q < s.next else { continue }
+                let slot = Int(q % cap)
+                if s.ring[slot].id == events[k].id {
+                    s.rendered[format.rawValue][slot] = WireRef(run: run, runID: runID, start: Int32(start), end: Int32(ends[k]))
+                }
+            }
         }
     }
 
@@ -588,9 +626,10 @@ public final class EventSubscription: Sendable {
         log.read(self, max: max, format: format, into: &out)
     }
 
-    /// Keeps an event's bytes in `format` for the other readers.
-    public func keep(_ event: EmulatorEvent, sequence: UInt64, format: EventWireFormat, _ bytes: [UInt8]) {
-        log.keep(event, sequence: sequence, format: format, bytes)
+    /// Keeps the bytes of events this reader rendered (in order, event `k` ending at `ends[k]` of `bytes`) for the
+    /// other readers.
+    public func keep(_ events: [EmulatorEvent], sequence: [UInt64], format: EventWireFormat, bytes: [UInt8], ends: [Int]) {
+        log.keep(events, sequence: sequence, format: format, bytes: bytes, ends: ends)
     }
 
     /// Ends the subscription (idempotent): it leaves the log and frees its slot under the server cap.

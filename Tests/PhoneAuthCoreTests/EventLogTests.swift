@@ -65,11 +65,13 @@ final class EventLogTests: XCTestCase {
             var out: [UInt8] = []
             while true {
                 let batch = s.read(max: 100, format: format, into: &out)
-                for (e, seq) in zip(batch.events, batch.sequence) {
-                    let bytes = Array("\(tag)\(uid(e)!) ".utf8)
-                    out += bytes
-                    s.keep(e, sequence: seq, format: format, bytes)
+                let start = out.count
+                var ends: [Int] = []
+                for e in batch.events {
+                    out += Array("\(tag)\(uid(e)!) ".utf8)
+                    ends.append(out.count - start)
                 }
+                s.keep(batch.events, sequence: batch.sequence, format: format, bytes: Array(out[start...]), ends: ends)
                 if batch.status != .more { return String(decoding: out, as: UTF8.self) }
             }
         }
@@ -85,8 +87,45 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(first.events.compactMap(uid), ["u4"])
         let fifth = b.read(max: 100, format: .sse, into: &skipped)
         XCTAssertEqual(fifth.events.compactMap(uid), ["u4", "u5"])
-        b.keep(fifth.events[1], sequence: fifth.sequence[1], format: .sse, Array("b:u5 ".utf8))
+        b.keep([fifth.events[1]], sequence: [fifth.sequence[1]], format: .sse, bytes: Array("b:u5 ".utf8), ends: [5])
         XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u4 b:u5 ")
+    }
+
+    /// Events rendered together are kept as one run: a reader copies any part of it, a filtered reader only its
+    /// events (never the bytes between them), and a run outlives none of its events' slots.
+    func testReadersCopyTheirPartsOfARun() throws {
+        let hub = EventHub(clock: clock, capacity: 8)
+        let renderer = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let slow = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true)
+        let deletes = try hub.subscribe(p, since: nil, filter: EventFilter(parsing: ["user.deleted"]), follow: true)
+        for i in 1...6 { hub.emit(p, i % 2 == 0 ? .userDeleted(uid: "d\(i)") : .userDisabled(uid: "x\(i)")) }
+        var out: [UInt8] = []
+        let batch = renderer.read(max: 100, format: .jsonl, into: &out)
+        XCTAssertEqual(batch.events.count, 6)
+        var ends: [Int] = []
+        for e in batch.events {
+            out += Array("[\(uid(e)!)]".utf8)
+            ends.append(out.count)
+        }
+        renderer.keep(batch.events, sequence: batch.sequence, format: .jsonl, bytes: out, ends: ends)
+        var part: [UInt8] = []
+        let two = slow.read(max: 2, format: .jsonl, into: &part)
+        XCTAssertTrue(two.events.isEmpty, "all rendered: bytes only")
+        XCTAssertEqual(String(decoding: part, as: UTF8.self), "[x1][d2]")
+        part.removeAll()
+        _ = slow.read(max: 100, format: .jsonl, into: &part)
+        XCTAssertEqual(String(decoding: part, as: UTF8.self), "[x3][d4][x5][d6]")
+        var filtered: [UInt8] = []
+        _ = deletes.read(max: 100, format: .jsonl, into: &filtered)
+        XCTAssertEqual(String(decoding: filtered, as: UTF8.self), "[d2][d4][d6]")
+        // The ring (8) overwrites the first run's events one by one; a new reader from the start sees only what is
+        // retained, rendered where the run still covers it and not rendered where new events took the slots.
+        for i in 7...12 { hub.emit(p, .userDeleted(uid: "n\(i)")) }
+        let replay = try hub.subscribe(p, since: 0, filter: EventFilter(), follow: false)
+        var got: [UInt8] = []
+        let r = replay.read(max: 100, format: .jsonl, into: &got)
+        XCTAssertEqual(String(decoding: got, as: UTF8.self), "[x5][d6]")
+        XCTAssertEqual(r.events.compactMap(uid), ["n7", "n8", "n9", "n10", "n11", "n12"])
     }
 
     /// The stream writes events member by member: every type's bytes, written out here by hand (the contract's
