@@ -65,20 +65,21 @@ public enum Timestamp {
         let month = Int(mp < 10 ? mp + 3 : mp - 9)
         let year = Int(yoe + era * 400 + (month <= 2 ? 1 : 0))
         let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay % 3600 / 60), second = Int(secondOfDay % 60)
-        func digits(_ v: Int, _ width: Int) {
-            var d = 1
-            for _ in 1..<width { d *= 10 }
-            while d > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(v / d % 10))
-                d /= 10
+        // Written into 24 bytes on the stack, then appended at once.
+        var text: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &text) { b in
+            func two(_ v: Int, at i: Int) {
+                b[i] = UInt8(truncatingIfNeeded: 48 + v / 10)
+                b[i + 1] = UInt8(truncatingIfNeeded: 48 + v % 10)
             }
+            two(year / 100, at: 0); two(year % 100, at: 2); b[4] = UInt8(ascii: "-")
+            two(month, at: 5); b[7] = UInt8(ascii: "-")
+            two(day, at: 8); b[10] = UInt8(ascii: "T")
+            two(hour, at: 11); b[13] = UInt8(ascii: ":")
+            two(minute, at: 14); b[16] = UInt8(ascii: ":")
+            two(second, at: 17); b[19] = UInt8(ascii: ".")
+            b[20] = UInt8(truncatingIfNeeded: 48 + ms / 100); two(ms % 100, at: 21); b[23] = UInt8(ascii: "Z")
+            out.append(contentsOf: UnsafeRawBufferPointer(b))
         }
-        digits(year, 4); out.append(UInt8(ascii: "-"))
-        digits(month, 2); out.append(UInt8(ascii: "-"))
-        digits(day, 2); out.append(UInt8(ascii: "T"))
-        digits(hour, 2); out.append(UInt8(ascii: ":"))
-        digits(minute, 2); out.append(UInt8(ascii: ":"))
-        digits(second, 2); out.append(UInt8(ascii: "."))
-        digits(ms, 3); out.append(UInt8(ascii: "Z"))
     }
 }

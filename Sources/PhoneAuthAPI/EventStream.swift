@@ -5,8 +5,8 @@ import PhoneAuthCore
 /// `GET /emulator/v1/projects/{p}[/tenants/{t}]/events`: the store's events as Server-Sent Events (default) or JSON
 /// lines (`?format=jsonl`). `Last-Event-ID` / `?since=ID` replays the retained events after ID (`since=0`: all of
 /// them), then goes live; `?type=` filters (repeatable or comma-separated, `user.*` prefixes); `?follow=false`
-/// answers what is retained and closes. Events are rendered here, when the connection pulls them
-/// (PhoneAuthCore/Events.swift keeps them unrendered).
+/// answers what is retained and closes. A stream copies the bytes its store's log rendered once for all readers in
+/// its format (PhoneAuthCore/Events.swift), and renders only what was published before anyone followed in it.
 enum EventStream {
     typealias Format = EventWireFormat
 
@@ -37,42 +37,13 @@ enum EventStream {
         default: throw AuthError.invalidArgument("follow must be true or false.")
         }
         let filter = try EventFilter(parsing: call.queryValues("type"))
-        let subscription = try app.emulator.events.subscribe(key, since: since, filter: filter, follow: follow)
+        let subscription = try app.emulator.events.subscribe(key, since: since, filter: filter, follow: follow, format: format)
         let source = EventStreamSource(subscription, format: format, key: key, clock: app.emulator.clock)
         var reply = Reply(status: 200, raw: [], contentType: format == .sse ? "text/event-stream; charset=utf-8" : "application/x-ndjson; charset=utf-8",
                           headers: [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
         reply.stream = HTTPStreamBody(source: source, keepAlive: format == .sse ? keepAlive : [], keepAliveSeconds: keepAliveSeconds)
         return reply
     }
-
-    /// One event as the wire carries it: an SSE block (`id:`, `event:`, `data:`) or one JSON line. A `dropped`
-    /// notice is not a logged event: it has no id (and no `id:` line, so `Last-Event-ID` stays on the last event).
-    static func render(_ event: EmulatorEvent, key: StoreKey, format: Format, into out: inout [UInt8]) {
-        var withId = true
-        if case .dropped = event.payload { withId = false }
-        switch format {
-        case .jsonl:
-            event.writeJSON(key, withId: withId, into: &out)
-            out.append(0x0A)
-        case .sse:
-            // Bytes, not string interpolation: this runs for every event and every reader.
-            if withId {
-                out.append(contentsOf: idPrefix)
-                JSON.writeInt(event.id, into: &out)
-                out.append(0x0A)
-            }
-            out.append(contentsOf: eventPrefix)
-            out.append(contentsOf: event.type.utf8)
-            out.append(contentsOf: dataPrefix)
-            event.writeJSON(key, withId: withId, into: &out)
-            out.append(0x0A)
-            out.append(0x0A)
-        }
-    }
-
-    private static let idPrefix = Array("id: ".utf8)
-    private static let eventPrefix = Array("event: ".utf8)
-    private static let dataPrefix = Array("\ndata: ".utf8)
 }
 
 /// Feeds one subscription to one connection: reads (and renders) only when the connection pulls.
@@ -94,19 +65,18 @@ final class EventStreamSource: HTTPStreamSource {
     func pull(into out: inout [UInt8], limit: Int) -> HTTPStreamPull {
         let pulledFrom = out.count
         while true {
-            // Events another reader rendered arrive as bytes in `out`; this reader renders the rest, once for all.
-            let batch = subscription.read(max: 64, format: format, into: &out)
+            // Rendered events arrive as bytes in `out`; this reader renders the rest (a replay), once for all.
+            let batch = subscription.read(max: 256, format: format, into: &out)
             if batch.dropped > 0 {
-                EventStream.render(EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)),
-                                   key: key, format: format, into: &out)
+                EmulatorEvent(id: 0, time: clock.nowMillis(), payload: .dropped(count: batch.dropped)).render(key, format: format, into: &out)
             }
             if !batch.events.isEmpty {
-                // Rendered here once, kept as one run for the other readers.
+                // Rendered here once, kept for the other readers.
                 let start = out.count
                 var ends: [Int] = []
                 ends.reserveCapacity(batch.events.count)
                 for e in batch.events {
-                    EventStream.render(e, key: key, format: format, into: &out)
+                    e.render(key, format: format, into: &out)
                     ends.append(out.count - start)
                 }
                 subscription.keep(batch.events, sequence: batch.sequence, format: format, bytes: Array(out[start...]), ends: ends)

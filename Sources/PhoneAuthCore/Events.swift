@@ -9,8 +9,11 @@ import Synchronization
 // events are published when the transaction is applied — at once without a journal, after the commit with one, never
 // when it is rolled back. Events of things outside any store transaction (clock, keys) use `EventHub.emit` / `broadcast`.
 //
-// Emitting costs a small enum appended under the log's lock: no JSON, no strings (a session id stays 16 bytes). Events
-// are rendered only when a subscriber or a replay reads them (PhoneAuthAPI/EventStream.swift).
+// Emitting costs a small enum appended under the log's lock: no JSON, no strings (a session id stays 16 bytes) while
+// nobody follows the store's stream. While streams follow it, each event is also rendered once per wire format in use
+// (SSE, JSON lines), as it is published, into append-only chunks beside the ring; every stream copies those bytes
+// (one copy per run of consecutive events), so ten readers cost one rendering and ten copies, not ten renderings.
+// Events from before anyone followed (a replay) are rendered by the first reader that needs them and kept the same way.
 //
 // A subscriber is a cursor into its store's ring, not a copy: a reader that falls behind by more than the ring holds
 // loses the oldest events, and its next read starts with how many of the events it asked for (its type filter) it
@@ -323,14 +326,17 @@ public final class EventHub: Sendable {
     /// `follow` false: the subscription ends after what is retained now. `wake` is called (from any thread, outside
     /// every lock) when an event arrives for a reader that found nothing.
     /// - Throws: `RESOURCE_EXHAUSTED` past `maxSubscribers`.
-    public func subscribe(_ key: StoreKey, since: UInt64?, filter: EventFilter, follow: Bool) throws(AuthError) -> EventSubscription {
+    /// `format`: how the subscriber carries events (a stream): while any live subscriber of a store uses a format, its
+    /// events are rendered in it once, as they are published, and every such subscriber copies the bytes.
+    public func subscribe(_ key: StoreKey, since: UInt64?, filter: EventFilter, follow: Bool,
+                          format: EventWireFormat? = nil) throws(AuthError) -> EventSubscription {
         let taken = subscriberCount.wrappingAdd(1, ordering: .relaxed).newValue
         guard taken <= maxSubscribers else {
             subscriberCount.wrappingSubtract(1, ordering: .relaxed)
             throw AuthError(.resourceExhausted, "Too many event streams are open (at most \(maxSubscribers)).")
         }
         let l = log(key, pinned: false)
-        return l.subscribe(since: since, filter: filter, follow: follow)
+        return l.subscribe(since: since, filter: filter, follow: follow, format: format)
     }
 }
 
@@ -342,20 +348,60 @@ public enum EventWireFormat: Int, Sendable, CaseIterable {
     case jsonl
 }
 
-/// Consecutive events as the wire carries them, rendered together by one reader: each ring slot names its range of
-/// a run, and a reader that takes consecutive events of one run copies them with one copy and one reference.
-final class WireRun: Sendable {
-    let bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+/// Events as the wire carries them, appended one after another (under their log's lock) into a fixed buffer: bytes a
+/// chunk holds never change, so a reader that took a reference under the lock copies them after it, and a reader
+/// taking consecutive events copies them with one copy.
+final class WireChunk: @unchecked Sendable {
+    /// The usual size (an event larger than this gets a chunk of its own size).
+    static let size = 128 * 1024
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+    /// The chunk's number in its log: what a reader compares, without touching the reference count.
+    let id: UInt64
+    /// Bytes written: changed only under the log's lock; the bytes below it never change.
+    var count = 0
+
+    init(id: UInt64, capacity: Int) {
+        self.id = id
+        self.capacity = capacity
+        base = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit { base.deallocate() }
 }
 
-/// Where one event's bytes are in a `WireRun` (no run: not rendered in that format yet).
+/// Where one event's bytes are (no chunk: not rendered in that format yet).
 struct WireRef: Sendable {
-    var run: WireRun? = nil
-    /// The run's number in its log (0: none): what a reader compares, without touching the run's reference count.
-    var runID: UInt64 = 0
+    var chunk: WireChunk? = nil
+    var chunkID: UInt64 = 0
     var start: Int32 = 0
     var end: Int32 = 0
+}
+
+extension EmulatorEvent {
+    /// The event as a stream carries it: an SSE block (`id:`, `event:`, `data:`) or one JSON line. A `dropped`
+    /// notice is not a logged event: it has no id (and no `id:` line, so `Last-Event-ID` stays on the last event).
+    public func render(_ key: StoreKey, format: EventWireFormat, into out: inout [UInt8]) {
+        var withId = true
+        if case .dropped = payload { withId = false }
+        switch format {
+        case .jsonl:
+            writeJSON(key, withId: withId, into: &out)
+            out.append(0x0A)
+        case .sse:
+            if withId {
+                out.append(contentsOf: "id: ".utf8)
+                JSON.writeInt(id, into: &out)
+                out.append(0x0A)
+            }
+            out.append(contentsOf: "event: ".utf8)
+            out.append(contentsOf: type.utf8)
+            out.append(contentsOf: "\ndata: ".utf8)
+            writeJSON(key, withId: withId, into: &out)
+            out.append(0x0A)
+            out.append(0x0A)
+        }
+    }
 }
 
 /// One store's ring of events and its subscribers.
@@ -371,16 +417,24 @@ public final class EventLog: Sendable {
         var needsWake = false
         var wake: (@Sendable () -> Void)? = nil
         let filter: EventFilter
+        /// The format it carries events in (nil: it takes events, not bytes).
+        let format: EventWireFormat?
     }
 
     struct State {
         /// `ring[seq % capacity]`; grows to `capacity`.
         var ring: [EmulatorEvent] = []
-        /// Each event as the wire carries it, per `EventWireFormat`, once a reader rendered it (no run: not yet),
-        /// beside `ring`: of ten readers one renders, the others copy bytes.
+        /// Each event as the wire carries it, per `EventWireFormat`, beside `ring`: rendered once when published while
+        /// live subscribers use the format (or by the first reader, for events from before), copied by every reader.
         var rendered: [[WireRef]] = Array(repeating: [], count: EventWireFormat.allCases.count)
-        /// Runs kept so far (their `runID`s).
-        var runs: UInt64 = 0
+        /// The chunk being filled, per format.
+        var chunk: [WireChunk?] = Array(repeating: nil, count: EventWireFormat.allCases.count)
+        /// Chunks made so far (their ids).
+        var chunks: UInt64 = 0
+        /// Live (following) subscribers per format: a publish renders in the formats that have some.
+        var live: [Int] = Array(repeating: 0, count: EventWireFormat.allCases.count)
+        /// Reused for rendering under the lock.
+        var scratch: [UInt8] = []
         /// The sequence number (per log) of the oldest retained event.
         var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
@@ -391,6 +445,22 @@ public final class EventLog: Sendable {
         var lowestCursor: UInt64 = .max
         var pinned: Bool
         var next: UInt64 { first + UInt64(ring.count) }
+
+        /// Stores `bytes` as event `slot`'s in format `f`, after what the format's chunk holds (a new chunk when it
+        /// is full).
+        mutating func store(_ bytes: UnsafeRawBufferPointer, format f: Int, slot: Int) {
+            var c = chunk[f]
+            if c == nil || c!.capacity - c!.count < bytes.count {
+                chunks &+= 1
+                c = WireChunk(id: chunks, capacity: Swift.max(WireChunk.size, bytes.count))
+                chunk[f] = c
+            }
+            let target = c!
+            let start = target.count
+            if let b = bytes.baseAddress, bytes.count > 0 { (target.base + start).copyMemory(from: b, byteCount: bytes.count) }
+            target.count = start + bytes.count
+            rendered[f][slot] = WireRef(chunk: target, chunkID: target.id, start: Int32(start), end: Int32(target.count))
+        }
     }
     private let state: Locked<State>
 
@@ -403,6 +473,9 @@ public final class EventLog: Sendable {
     func pin() { state.withLock { $0.pinned = true } }
 
     var isDisposable: Bool { state.withLock { !$0.pinned && $0.ring.isEmpty && $0.subs.isEmpty } }
+
+    /// Chunks made for rendered bytes so far (tests: nothing is rendered while nobody follows).
+    var chunksMade: UInt64 { state.withLock { $0.chunks } }
 
     /// Retained events (tests and diagnostics).
     public var retained: [EmulatorEvent] {
@@ -439,8 +512,18 @@ public final class EventLog: Sendable {
                         s.lowestCursor = lowest
                     }
                     s.ring[slot] = event
-                    for f in s.rendered.indices where s.rendered[f][slot].runID != 0 { s.rendered[f][slot] = WireRef() }
+                    for f in s.rendered.indices where s.rendered[f][slot].chunkID != 0 { s.rendered[f][slot] = WireRef() }
                     s.first += 1
+                }
+                // Rendered now, once, in each format live readers use (none listening: nothing rendered).
+                for f in EventWireFormat.allCases where s.live[f.rawValue] > 0 {
+                    let slot = Int((s.next - 1) % UInt64(cap))
+                    var scratch = s.scratch
+                    s.scratch = []
+                    scratch.removeAll(keepingCapacity: true)
+                    event.render(key, format: f, into: &scratch)
+                    scratch.withUnsafeBytes { s.store($0, format: f.rawValue, slot: slot) }
+                    s.scratch = scratch
                 }
                 if s.waiting > 0 {
                     for (k, var sub) in s.subs where sub.needsWake && sub.until == nil && sub.filter.matches(p.type) {
@@ -455,7 +538,7 @@ public final class EventLog: Sendable {
         for w in wakes { w() }
     }
 
-    func subscribe(since: UInt64?, filter: EventFilter, follow: Bool) -> EventSubscription {
+    func subscribe(since: UInt64?, filter: EventFilter, follow: Bool, format: EventWireFormat?) -> EventSubscription {
         let sub = EventSubscription(log: self)
         state.withLock { s in
             var cursor = s.next
@@ -469,7 +552,9 @@ public final class EventLog: Sendable {
                 }
                 cursor = lo
             }
-            s.subs[ObjectIdentifier(sub)] = Sub(cursor: cursor, until: follow ? nil : s.next, filter: filter)
+            s.subs[ObjectIdentifier(sub)] = Sub(cursor: cursor, until: follow ? nil : s.next, filter: filter,
+                                                format: follow ? format : nil)
+            if follow, let f = format { s.live[f.rawValue] += 1 }
             s.lowestCursor = min(s.lowestCursor, cursor)
         }
         return sub
@@ -486,13 +571,15 @@ public final class EventLog: Sendable {
     func read(_ sub: EventSubscription, max: Int, format: EventWireFormat?, into out: inout [UInt8]) -> EventSubscription.Batch {
         let cap = UInt64(hub.capacity)
         let scanLimit = 4096
-        // Bytes others rendered are taken by reference under the lock (one per run of consecutive events) and copied
-        // after it: readers on other loops and the emitters wait for the lock, not for the copies.
+        // Rendered bytes are taken by reference under the lock (one per run of consecutive bytes in a chunk) and
+        // copied after it: readers on other loops and the emitters wait for the lock, not for the copies.
         var rendered: [WireRef] = []
-        var lastRunID: UInt64 = 0
+        var lastChunkID: UInt64 = 0
         defer {
             for r in rendered {
-                r.run?.bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[Int(r.start)..<Int(r.end)])) }
+                if let c = r.chunk {
+                    out.append(contentsOf: UnsafeRawBufferPointer(start: c.base + Int(r.start), count: Int(r.end - r.start)))
+                }
             }
         }
         return state.withLock { s -> EventSubscription.Batch in
@@ -514,14 +601,14 @@ public final class EventLog: Sendable {
             scan: while me.cursor < end && taken < max && scanned < scanLimit {
                 let slot = Int(me.cursor % cap)
                 if all || me.filter.matches(s.ring[slot].type) {
-                    if let f = format?.rawValue, s.rendered[f][slot].runID != 0 {
+                    if let f = format?.rawValue, s.rendered[f][slot].chunkID != 0 {
                         if !events.isEmpty { break scan }  // render those first, to keep the order
-                        let runID = s.rendered[f][slot].runID, start = s.rendered[f][slot].start
-                        if lastRunID == runID, rendered[rendered.count - 1].end == start {
-                            rendered[rendered.count - 1].end = s.rendered[f][slot].end  // the next event of the same run
+                        let chunkID = s.rendered[f][slot].chunkID, start = s.rendered[f][slot].start
+                        if lastChunkID == chunkID, rendered[rendered.count - 1].end == start {
+                            rendered[rendered.count - 1].end = s.rendered[f][slot].end  // the bytes right after
                         } else {
                             rendered.append(s.rendered[f][slot])
-                            lastRunID = runID
+                            lastChunkID = chunkID
                         }
                     } else {
                         events.append(s.ring[slot])
@@ -550,22 +637,30 @@ public final class EventLog: Sendable {
     }
 
     /// Keeps the bytes of events a reader just rendered, in `format`, for the next readers: `bytes` holds them in
-    /// order, event `k` ending at `ends[k]` (those no longer in the ring at their `sequence` are skipped).
+    /// order, event `k` ending at `ends[k]` (those no longer in the ring at their `sequence`, or rendered meanwhile,
+    /// are skipped).
     func keep(_ events: [EmulatorEvent], sequence: [UInt64], format: EventWireFormat, bytes: [UInt8], ends: [Int]) {
         guard !events.isEmpty else { return }
         let cap = UInt64(hub.capacity)
-        let run = WireRun(bytes)
         state.withLock { s in
-            s.runs &+= 1
-            let runID = s.runs
-            var start = 0
-            for k in events.indices {
-                let q = sequence[k]
-                defer { start = ends[k] }
-                guard q >= s.first, q < s.next else { continue }
-                let slot = Int(q % cap)
-                if s.ring[slot].id == events[k].id {
-                    s.rendered[format.rawValue][slot] = WireRef(run: run, runID: runID, start: Int32(start), end: Int32(ends[k]))
+            let f = format.rawValue
+            let shared = s.live[f] > 0
+            if !shared {
+                // Nobody follows in this format (a replay): one chunk of just these bytes, not kept open.
+                s.chunks &+= 1
+                s.chunk[f] = WireChunk(id: s.chunks, capacity: Swift.max(1, bytes.count))
+            }
+            defer { if !shared { s.chunk[f] = nil } }
+            bytes.withUnsafeBytes { all in
+                var start = 0
+                for k in events.indices {
+                    let q = sequence[k]
+                    defer { start = ends[k] }
+                    guard q >= s.first, q < s.next else { continue }
+                    let slot = Int(q % cap)
+                    if s.ring[slot].id == events[k].id && s.rendered[format.rawValue][slot].chunkID == 0 {
+                        s.store(UnsafeRawBufferPointer(rebasing: all[start..<ends[k]]), format: format.rawValue, slot: slot)
+                    }
                 }
             }
         }
@@ -575,6 +670,10 @@ public final class EventLog: Sendable {
         let removed = state.withLock { s -> Bool in
             guard let gone = s.subs.removeValue(forKey: ObjectIdentifier(sub)) else { return false }
             if gone.needsWake { s.waiting -= 1 }
+            if let f = gone.format {
+                s.live[f.rawValue] -= 1
+                if s.live[f.rawValue] == 0 { s.chunk[f.rawValue] = nil }  // the ring's references keep what they need
+            }
             if s.subs.isEmpty { s.lowestCursor = .max }
             return true
         }

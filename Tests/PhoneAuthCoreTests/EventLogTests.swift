@@ -91,6 +91,45 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(drain(a, .sse, tag: "a:"), "a:u4 b:u5 ")
     }
 
+    /// While streams follow a store in a format, its events are rendered once as they are published, and every
+    /// reader copies the same bytes (no reader renders); with nobody following, nothing is rendered.
+    func testFollowedFormatsAreRenderedOnceAtPublish() throws {
+        let hub = EventHub(clock: clock, capacity: 64)
+        hub.emit(p, .userDeleted(uid: "before"))
+        let log = hub.log(p, pinned: false)
+        XCTAssertEqual(log.chunksMade, 0, "nobody follows: nothing rendered")
+        let a = try hub.subscribe(p, since: 0, filter: EventFilter(), follow: true, format: .sse)
+        let b = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true, format: .sse)
+        let codes = try hub.subscribe(p, since: nil, filter: EventFilter(parsing: ["code.*"]), follow: true, format: .sse)
+        let sid = SessionID(bytes: Array(repeating: 7, count: 16))
+        hub.emit(p, .userDeleted(uid: "u1"))
+        hub.emit(p, .codeSent(phoneNumber: "+15550001111", kind: .signIn, session: sid, fictional: true, code: "1"))
+        hub.emit(p, .userDeleted(uid: "u2"))
+        let published = log.retained
+        func wire(_ events: ArraySlice<EmulatorEvent>) -> String {
+            var out: [UInt8] = []
+            for e in events { e.render(p, format: .sse, into: &out) }
+            return String(decoding: out, as: UTF8.self)
+        }
+        var outA: [UInt8] = []
+        let first = a.read(max: 100, format: .sse, into: &outA)
+        XCTAssertEqual(first.events.map(\.id), [published[0].id], "only the event from before anyone followed is left to render")
+        var outB: [UInt8] = []
+        let batchB = b.read(max: 100, format: .sse, into: &outB)
+        XCTAssertTrue(batchB.events.isEmpty, "rendered at publish: the reader renders nothing")
+        XCTAssertEqual(String(decoding: outB, as: UTF8.self), wire(published[1...]))
+        var outCodes: [UInt8] = []
+        XCTAssertTrue(codes.read(max: 100, format: .sse, into: &outCodes).events.isEmpty)
+        XCTAssertEqual(String(decoding: outCodes, as: UTF8.self), wire(published[2...2]), "a filtered reader copies its events only")
+        var jsonl: [UInt8] = []
+        let other = try hub.subscribe(p, since: 0, filter: EventFilter(), follow: false, format: .jsonl)
+        XCTAssertEqual(other.read(max: 100, format: .jsonl, into: &jsonl).events.count, 4, "a format nobody follows is rendered by its reader")
+        for s in [a, b, codes, other] { s.cancel() }
+        let made = log.chunksMade
+        for i in 0..<5 { hub.emit(p, .userDeleted(uid: "after\(i)")) }
+        XCTAssertEqual(log.chunksMade, made, "nobody follows any more: publishes render nothing")
+    }
+
     /// Events rendered together are kept as one run: a reader copies any part of it, a filtered reader only its
     /// events (never the bytes between them), and a run outlives none of its events' slots.
     func testReadersCopyTheirPartsOfARun() throws {
