@@ -21,9 +21,33 @@ public struct SessionID: Hashable, Sendable {
     /// anything keyed by the client's text (the journal's delete was, so a used session signed in again after a
     /// restart).
     public init?(_ text: String) {
-        guard text.utf8.count == 22, let bytes = Base64URL.decode(text), bytes.count == Self.byteCount else { return nil }
-        self.init(bytes: bytes)
-        guard self.text == text else { return nil }
+        // 22 characters of the URL-safe alphabet carry 132 bits: the 128 of the id, then 4 that must be zero (any
+        // other alphabet or trailing bits is a different spelling of some id, which `text` would not produce).
+        var t = text
+        guard let value = t.withUTF8({ u -> UInt128? in
+            guard u.count == 22 else { return nil }
+            var acc: UInt128 = 0
+            for k in 0..<21 {
+                guard let v = Self.sextet(u[k]) else { return nil }
+                acc = acc << 6 | UInt128(v)
+            }
+            guard let last = Self.sextet(u[21]), last & 0x0F == 0 else { return nil }
+            return acc << 2 | UInt128(last >> 4)
+        }) else { return nil }
+        hi = UInt64(truncatingIfNeeded: value >> 64)
+        lo = UInt64(truncatingIfNeeded: value)
+    }
+
+    /// A base64url character's value; nil outside the URL-safe alphabet.
+    @inline(__always) static func sextet(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x41...0x5A: c - 0x41
+        case 0x61...0x7A: c - 0x61 + 26
+        case 0x30...0x39: c - 0x30 + 52
+        case 0x2D: 62
+        case 0x5F: 63
+        default: nil
+        }
     }
 
     public var bytes: [UInt8] {

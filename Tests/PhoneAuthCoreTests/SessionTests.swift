@@ -202,6 +202,32 @@ final class SessionTableTests: XCTestCase {
         XCTAssertEqual(SessionID(s.sessionInfo), s.id)
         XCTAssertNil(SessionID("totally-invalid"))
         XCTAssertNil(SessionID(String(repeating: "A", count: 23)))
+        // Every id spelled canonically parses back to itself; the other spellings the base64 decoder would take (the
+        // standard alphabet, nonzero trailing bits, padding, other lengths) are not ids.
+        var x: UInt64 = 0x2545_F491_4F6C_DD1D
+        for _ in 0..<2000 {
+            let bytes = (0..<16).map { _ -> UInt8 in
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17
+                return UInt8(truncatingIfNeeded: x)
+            }
+            let id = SessionID(bytes: bytes)
+            XCTAssertEqual(id.text, Base64URL.encode(bytes))
+            XCTAssertEqual(SessionID(id.text), id)
+            XCTAssertEqual(SessionID(id.text)?.bytes, bytes)
+            var appended: [UInt8] = []
+            id.appendText(to: &appended)
+            XCTAssertEqual(String(decoding: appended, as: UTF8.self), id.text)
+        }
+        let canonical = SessionID(bytes: Array(0..<16)).text  // AAECAwQFBgcICQoLDA0ODw
+        XCTAssertNotNil(SessionID(canonical))
+        XCTAssertNil(SessionID(String(canonical.dropLast()) + "x"), "trailing bits set: the same bytes, another spelling")
+        XCTAssertNil(SessionID(String(canonical.dropLast()) + "="))
+        XCTAssertNil(SessionID("+" + canonical.dropFirst()), "the standard alphabet")
+        XCTAssertNil(SessionID("/" + canonical.dropFirst()))
+        XCTAssertNil(SessionID(canonical + "=="))
+        XCTAssertNil(SessionID(String(canonical.dropLast())))
+        XCTAssertNil(SessionID(String(canonical.dropLast()) + "é"))
+        XCTAssertEqual(SessionID("_" + canonical.dropFirst())?.bytes.first, 0xFC, "the URL-safe alphabet's 63")
     }
 
     func testSweepRemovesOnlyExpiredAndCompacts() {
