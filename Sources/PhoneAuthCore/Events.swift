@@ -17,8 +17,9 @@ import Synchronization
 //
 // A subscriber is a cursor into its store's ring, not a copy: a reader that falls behind by more than the ring holds
 // loses the oldest events, and its next read starts with how many of the events it asked for (its type filter) it
-// missed (`dropped`). So a stuck subscriber costs the emitter nothing and memory stays at one ring per store. The
-// emitter wakes only subscribers that said they wait (`read` found nothing), once, outside the lock.
+// missed (`dropped`). So a stuck subscriber costs the emitter no more than any follower (one rendering per event and
+// format, shared) and memory stays at one ring per store, with its events' bytes in the formats followed. The emitter
+// wakes only subscribers that said they wait (`read` found nothing), once, outside the lock.
 
 /// What happened, with its fields (the event contract: /emulator/v1/projects/{p}/events).
 public enum EventPayload: Sendable, Equatable {
