@@ -30,7 +30,7 @@ public final class InboxWaiter<Value: Sendable>: Sendable {
     /// Delivers `item` (nil: timed out) unless already finished; true if this call delivered.
     @discardableResult
     func fire(_ item: Value?) -> Bool {
-        guard finish() else { return false }
+        guard finish() != nil else { return false }
         callback(item)
         return true
     }
@@ -38,22 +38,21 @@ public final class InboxWaiter<Value: Sendable>: Sendable {
     /// The client is gone: unregisters the waiter and drops its timer without answering. Safe from any thread,
     /// any number of times.
     public func cancel() {
-        let hook = attachments.withLock { $0.onCancel }
-        guard finish() else { return }
-        hook?()
+        finish()?.onCancel?()
     }
 
     public var isFinished: Bool { done.load(ordering: .acquiring) }
 
-    /// Marks the waiter finished and releases its timer and hook; false if it already was.
-    private func finish() -> Bool {
-        guard done.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return false }
-        let timer = attachments.withLock { a -> (any DispatchSourceTimer)? in
+    /// Marks the waiter finished, cancels its timer and hands back what was attached (nil if it already was
+    /// finished): the hook set before this moment comes back here, one set after it runs when it is set.
+    private func finish() -> Attachments? {
+        guard done.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return nil }
+        let attached = attachments.withLock { a -> Attachments in
             defer { a = Attachments() }
-            return a.timer
+            return a
         }
-        timer?.cancel()
-        return true
+        attached.timer?.cancel()
+        return attached
     }
 
     /// Runs `onTimeout` after `seconds` unless the waiter finishes first (the timer is cancelled then).
@@ -76,8 +75,14 @@ public final class InboxWaiter<Value: Sendable>: Sendable {
         }
     }
 
-    /// What `cancel()` runs (unregistering from the store).
+    /// What `cancel()` runs (unregistering from the store). A waiter that finished before its hook was set runs it
+    /// now (cancelled before it was registered, it would stay registered otherwise; fired, unregistering is a no-op).
     func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
-        attachments.withLock { $0.onCancel = hook }
+        let finished = attachments.withLock { a -> Bool in
+            if done.load(ordering: .acquiring) { return true }
+            a.onCancel = hook
+            return false
+        }
+        if finished { hook() }
     }
 }

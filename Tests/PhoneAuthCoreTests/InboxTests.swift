@@ -217,6 +217,26 @@ final class InboxWaiterTests: XCTestCase {
         XCTAssertEqual(emulator.store(key).read { $0.waiters.count }, 0)
     }
 
+    /// A waiter cancelled before its cancel hook is set (its client left while it was being registered) runs the hook
+    /// when it is set, so it does not stay registered; one set first runs at the cancel, once.
+    func testACancelHookSetAfterTheCancelStillRuns() {
+        let runs = Locked(0)
+        let early = CodeWaiter(phone: "+15550000009") { _ in }
+        early.cancel()
+        early.setCancelHook { runs.withLock { $0 += 1 } }
+        XCTAssertEqual(runs.withLock { $0 }, 1)
+        let normal = CodeWaiter(phone: "+15550000009") { _ in }
+        normal.setCancelHook { runs.withLock { $0 += 10 } }
+        normal.cancel()
+        normal.cancel()
+        XCTAssertEqual(runs.withLock { $0 }, 11)
+        let fired = CodeWaiter(phone: "+15550000009") { _ in }
+        fired.setCancelHook { runs.withLock { $0 += 100 } }
+        XCTAssertTrue(fired.fire(nil))
+        fired.cancel()
+        XCTAssertEqual(runs.withLock { $0 }, 11, "a fired waiter is not cancelled")
+    }
+
     /// Sends and cancels racing from many threads leave no waiter behind and answer each waiter at most once.
     func testConcurrentSendsAndCancelsLeaveNothingBehind() {
         let answered = Locked(0)
