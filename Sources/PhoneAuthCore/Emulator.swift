@@ -434,10 +434,33 @@ public final class Emulator: Sendable {
         }
     }
 
-    /// Answers the long-polls waiting for `session`'s number with it.
-    private func fireWaiters(_ box: StoreBox, _ session: VerificationSession) {
+    /// Registers the hooks that answer the long-polls of every number whose masked form is `session`'s (a masked MFA
+    /// send, `+*******0100`, is a code for the enrolled number it stands for): a scan of the waiting numbers (at most
+    /// `maxWaitersPerStore`), on this rare path only.
+    func notifyMaskedWaiters(_ tx: inout StoreTransaction, _ session: VerificationSession) {
+        if !tx.store.waiters.isEmpty {
+            let numbers = tx.store.waiters.keys.filter { MultiFactor.mask($0) == session.phoneNumber }
+            if !numbers.isEmpty {
+                let box = tx.box
+                tx.onCommit { [self] in for n in numbers { fireWaiters(box, session, number: n) } }
+            }
+        }
+        if orphanTotal.load(ordering: .acquiring) > 0 {
+            let key = tx.key
+            tx.onCommit { [self] in
+                let orphans = orphanWaiters.withLock { $0.take(key) { MultiFactor.mask($0) == session.phoneNumber } }
+                guard !orphans.isEmpty else { return }
+                orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
+                waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
+                for w in orphans { w.fire(session) }
+            }
+        }
+    }
+
+    /// Answers the long-polls waiting for `number` (by default `session`'s number) with `session`.
+    private func fireWaiters(_ box: StoreBox, _ session: VerificationSession, number: String? = nil) {
         let waiting = box.state.withLock { g -> [CodeWaiter] in
-            guard let ready = g.store.waiters.removeValue(forKey: session.phoneNumber) else { return [] }
+            guard let ready = g.store.waiters.removeValue(forKey: number ?? session.phoneNumber) else { return [] }
             g.store.waiterCount -= ready.count
             return ready
         }
@@ -507,7 +530,12 @@ public final class Emulator: Sendable {
             enum Registered { case removed, answered(VerificationSession, (ticket: UInt64, generation: UInt64)), none, waiting }
             let outcome = try box.state.withLock { g throws(AuthError) -> Registered in
                 if g.removed { return .removed }  // deleted or reclaimed meanwhile: look the key up again
-                if let newest = g.store.sessions.newest(phone: phone) { return .answered(newest, box.pending(g)) }
+                // The newest pending code for the number, or for its masked form (the iOS SDK's masked MFA send).
+                let own = g.store.sessions.newest(phone: phone)
+                let masked = MultiFactor.isMasked(phone) ? nil : g.store.sessions.newest(phone: MultiFactor.mask(phone))
+                if let newest = [own, masked].compactMap({ $0 }).max(by: { $0.sequence < $1.sequence }) {
+                    return .answered(newest, box.pending(g))
+                }
                 guard timeoutSeconds > 0 else { return .none }
                 guard g.store.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
                 g.store.waiters[phone, default: []].append(waiter)
@@ -825,6 +853,12 @@ struct OrphanWaiters: Sendable {
         if byKey[key]?.isEmpty == true { byKey[key] = nil }
         count -= list.count
         return list
+    }
+
+    /// Takes the waiters of every number of `key` that `matches`.
+    mutating func take(_ key: StoreKey, where matches: (String) -> Bool) -> [CodeWaiter] {
+        guard let phones = byKey[key]?.keys.filter(matches), !phones.isEmpty else { return [] }
+        return phones.flatMap { take(key, phone: $0) }
     }
 
     mutating func remove(_ key: StoreKey, _ w: CodeWaiter) -> Bool {

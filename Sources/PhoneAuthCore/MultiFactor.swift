@@ -571,6 +571,7 @@ extension Emulator {
             tx.save(session)
             tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: .mfaSignIn, session: id, fictional: preset != nil, code: session.code))
             tx.sweepExpiredSessions(now: now)
+            notifyMaskedWaiters(&tx, session)
             return session
         }
         logger.info("To sign in with MFA using \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])

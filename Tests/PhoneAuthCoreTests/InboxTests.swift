@@ -217,6 +217,30 @@ final class InboxWaiterTests: XCTestCase {
         XCTAssertEqual(emulator.store(key).read { $0.waiters.count }, 0)
     }
 
+    /// The iOS SDK's masked MFA send (`+*******0001`) is a code for the enrolled number it stands for: it answers that
+    /// number's long polls (not another number's), and a poll that begins afterwards gets it at once; a later code
+    /// for the number itself wins over it.
+    func testAMaskedMFASendAnswersTheNumbersItStandsFor() throws {
+        let fired = Locked<[String]>([])
+        let waiting = try XCTUnwrap(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in
+            fired.withLock { $0.append(s?.sessionInfo ?? "timeout") }
+        })
+        let other = try XCTUnwrap(try emulator.waitForCode(key, phone: "+15550000002", timeoutSeconds: 60) { _ in
+            fired.withLock { $0.append("other") }
+        })
+        let masked = try emulator.sendMaskedMFACode(key, maskedPhone: "+*******0001")
+        XCTAssertEqual(fired.withLock { $0 }, [masked])
+        XCTAssertTrue(waiting.isFinished && !other.isFinished)
+        let got = Locked<VerificationSession?>(nil)
+        XCTAssertNil(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in got.withLock { $0 = s } })
+        XCTAssertEqual(got.withLock { $0 }?.sessionInfo, masked, "pending: answered at once")
+        let own = try emulator.sendVerificationCode(key, phoneNumber: "+15550000001")
+        XCTAssertNil(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in got.withLock { $0 = s } })
+        XCTAssertEqual(got.withLock { $0 }?.sessionInfo, own, "the newer code")
+        other.cancel()
+        XCTAssertEqual(emulator.pendingWaiterCount, 0)
+    }
+
     /// A waiter cancelled before its cancel hook is set (its client left while it was being registered) runs the hook
     /// when it is set, so it does not stay registered; one set first runs at the cancel, once.
     func testACancelHookSetAfterTheCancelStillRuns() {
