@@ -428,7 +428,8 @@ public final class EventLog: Sendable {
         /// Each event as the wire carries it, per `EventWireFormat`, beside `ring`: rendered once when published while
         /// live subscribers use the format (or by the first reader, for events from before), copied by every reader.
         var rendered: [[WireRef]] = Array(repeating: [], count: EventWireFormat.allCases.count)
-        /// The chunk being filled, per format.
+        /// The chunk being filled, per format (kept while the ring references it or a follower may come back: at most
+        /// one partly filled chunk per format per store).
         var chunk: [WireChunk?] = Array(repeating: nil, count: EventWireFormat.allCases.count)
         /// Chunks made so far (their ids).
         var chunks: UInt64 = 0
@@ -671,10 +672,9 @@ public final class EventLog: Sendable {
         let removed = state.withLock { s -> Bool in
             guard let gone = s.subs.removeValue(forKey: ObjectIdentifier(sub)) else { return false }
             if gone.needsWake { s.waiting -= 1 }
-            if let f = gone.format {
-                s.live[f.rawValue] -= 1
-                if s.live[f.rawValue] == 0 { s.chunk[f.rawValue] = nil }  // the ring's references keep what they need
-            }
+            // The format's open chunk stays when its last follower leaves: the next follower appends to it (a chunk
+            // per follow would pin 128 KiB per event for a store followed and left over and over).
+            if let f = gone.format { s.live[f.rawValue] -= 1 }
             if s.subs.isEmpty { s.lowestCursor = .max }
             return true
         }

@@ -128,6 +128,17 @@ final class EventLogTests: XCTestCase {
         let made = log.chunksMade
         for i in 0..<5 { hub.emit(p, .userDeleted(uid: "after\(i)")) }
         XCTAssertEqual(log.chunksMade, made, "nobody follows any more: publishes render nothing")
+        // Following, publishing one event and leaving, over and over, fills the open chunk: one chunk per format, not
+        // one per follow (each would pin 128 KiB from its ring slot).
+        for i in 0..<200 {
+            let s = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true, format: .sse)
+            hub.emit(p, .userDeleted(uid: "cycle\(i)"))
+            var out: [UInt8] = []
+            XCTAssertTrue(s.read(max: 10, format: .sse, into: &out).events.isEmpty)
+            XCTAssertTrue(String(decoding: out, as: UTF8.self).contains("cycle\(i)"))
+            s.cancel()
+        }
+        XCTAssertEqual(log.chunksMade, made, "the open chunk is reused across follows")
     }
 
     /// Events rendered together are kept as one run: a reader copies any part of it, a filtered reader only its
