@@ -22,7 +22,9 @@ public struct Arguments: Sendable {
         while i < args.count {
             let a = args[i]
             i += 1
-            if onlyPositionals || a == "-" || !a.hasPrefix("-") || isNumberLike(a) {
+            // Short options are one letter (`-h`): a longer word after a single dash is a value (a sessionInfo or an
+            // oobCode can begin with `-`; one in 64 does).
+            if onlyPositionals || a == "-" || !a.hasPrefix("-") || isNumberLike(a) || (!a.hasPrefix("--") && a.count > 2) {
                 out.positionals.append(a)
                 continue
             }
@@ -48,7 +50,7 @@ public struct Arguments: Sendable {
                 out.options[name, default: []].append(args[i])
                 i += 1
             } else {
-                throw UsageError("unknown option '--\(name)'")
+                throw UsageError("unknown option '--\(name)' (a value that begins with '--' goes after a '--' argument)")
             }
         }
         return out

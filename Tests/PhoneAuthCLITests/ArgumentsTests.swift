@@ -22,6 +22,20 @@ final class ArgumentsTests: XCTestCase {
         XCTAssertEqual(try Arguments.parse(["-5", "+1650"], valued: [], boolean: []).positionals, ["-5", "+1650"])
     }
 
+    /// A sessionInfo is 22 base64url characters and one in 64 begins with `-`: it is a value, not an unknown option.
+    func testWordsAfterOneDashAreValues() throws {
+        let a = try Arguments.parse(["-EL-VG-BdJ1Ex3pjamrCdg", "123456", "--json", "-h"], valued: [], boolean: ["json", "help"],
+                                    shorts: ["h": "help"])
+        XCTAssertEqual(a.positionals, ["-EL-VG-BdJ1Ex3pjamrCdg", "123456"])
+        XCTAssertTrue(a.has("json") && a.has("help"))
+        XCTAssertEqual(run(["verify", "-EL-VG-BdJ1Ex3pjamrCdg", "123456", "--emulator", "http://127.0.0.1:1"]).0, 1,
+                       "reaches the request (no server there: exit 1), not a usage error")
+        XCTAssertThrowsError(try Arguments.parse(["--EL-VG-BdJ1Ex3pjamrC"], valued: [], boolean: [])) {
+            XCTAssertTrue("\($0)".contains("after a '--' argument"))
+        }
+        XCTAssertEqual(try Arguments.parse(["--", "--EL-VG-BdJ1Ex3pjamrC"], valued: [], boolean: []).positionals, ["--EL-VG-BdJ1Ex3pjamrC"])
+    }
+
     func run(_ args: [String]) -> (Int32, String, String) {
         var out = "", err = ""
         let ctx = CLIContext(environment: { _ in nil }, stdinIsTerminal: false, readLine: { nil },
