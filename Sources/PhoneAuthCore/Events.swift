@@ -647,12 +647,14 @@ public final class EventLog: Sendable {
         state.withLock { s in
             let f = format.rawValue
             let shared = s.live[f] > 0
+            let open = s.chunk[f]
             if !shared {
-                // Nobody follows in this format (a replay): one chunk of just these bytes, not kept open.
+                // Nobody follows in this format (a replay): one chunk of just these bytes, and the format's open chunk
+                // stays open for the next follower (replacing it would pin a new one per follow again).
                 s.chunks &+= 1
                 s.chunk[f] = WireChunk(id: s.chunks, capacity: Swift.max(1, bytes.count))
             }
-            defer { if !shared { s.chunk[f] = nil } }
+            defer { if !shared { s.chunk[f] = open } }
             bytes.withUnsafeBytes { all in
                 var start = 0
                 for k in events.indices {
@@ -660,8 +662,8 @@ public final class EventLog: Sendable {
                     defer { start = ends[k] }
                     guard q >= s.first, q < s.next else { continue }
                     let slot = Int(q % cap)
-                    if s.ring[slot].id == events[k].id && s.rendered[format.rawValue][slot].chunkID == 0 {
-                        s.store(UnsafeRawBufferPointer(rebasing: all[start..<ends[k]]), format: format.rawValue, slot: slot)
+                    if s.ring[slot].id == events[k].id && s.rendered[f][slot].chunkID == 0 {
+                        s.store(UnsafeRawBufferPointer(rebasing: all[start..<ends[k]]), format: f, slot: slot)
                     }
                 }
             }

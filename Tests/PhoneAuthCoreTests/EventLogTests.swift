@@ -139,6 +139,23 @@ final class EventLogTests: XCTestCase {
             s.cancel()
         }
         XCTAssertEqual(log.chunksMade, made, "the open chunk is reused across follows")
+        // A replay in between (events published while nobody followed, rendered by its reader) gets a chunk of its
+        // own and leaves the open chunk open: the next follow still appends to it.
+        for i in 0..<50 {
+            hub.emit(p, .userDeleted(uid: "unfollowed\(i)"))
+            let replay = try hub.subscribe(p, since: 0, filter: EventFilter(), follow: false, format: .sse)
+            var out: [UInt8] = []
+            let batch = replay.read(max: 100, format: .sse, into: &out)
+            XCTAssertFalse(batch.events.isEmpty)
+            var rendered: [UInt8] = [], ends: [Int] = []
+            for e in batch.events { e.render(p, format: .sse, into: &rendered); ends.append(rendered.count) }
+            replay.keep(batch.events, sequence: batch.sequence, format: .sse, bytes: rendered, ends: ends)
+            replay.cancel()
+            let s = try hub.subscribe(p, since: nil, filter: EventFilter(), follow: true, format: .sse)
+            hub.emit(p, .userDeleted(uid: "followed\(i)"))
+            s.cancel()
+        }
+        XCTAssertEqual(log.chunksMade, made + 50, "one exact-size chunk per replay, none per follow")
     }
 
     /// Events rendered together are kept as one run: a reader copies any part of it, a filtered reader only its
