@@ -7,17 +7,6 @@ extension JSON {
         return out
     }
 
-    /// Appends the compact serialization to `out`.
-    public func serialize(into out: inout [UInt8]) {
-        JSONWriter.write(self, into: &out, indent: nil, level: 0)
-    }
-
-    /// Appends `key` as a JSON string and a colon (for writing an object member by member).
-    public static func writeKey(_ key: String, into out: inout [UInt8]) {
-        JSONWriter.writeString(key, into: &out)
-        out.append(UInt8(ascii: ":"))
-    }
-
     /// Appends `s` as a JSON string (quoted, escaped).
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         JSONWriter.writeString(s, into: &out)

@@ -447,13 +447,7 @@ public final class Emulator: Sendable {
         }
         if orphanTotal.load(ordering: .acquiring) > 0 {
             let key = tx.key
-            tx.onCommit { [self] in
-                let orphans = orphanWaiters.withLock { $0.take(key) { MultiFactor.mask($0) == session.phoneNumber } }
-                guard !orphans.isEmpty else { return }
-                orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
-                waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
-                for w in orphans { w.fire(session) }
-            }
+            tx.onCommit { [self] in fireOrphans(key, session) { MultiFactor.mask($0) == session.phoneNumber } }
         }
     }
 
@@ -469,9 +463,10 @@ public final class Emulator: Sendable {
         for w in waiting { w.fire(session) }
     }
 
-    /// Answers the long-polls that began on `key` before its store existed and wait for `session`'s number.
-    private func fireOrphans(_ key: StoreKey, _ session: VerificationSession) {
-        let orphans = orphanWaiters.withLock { $0.take(key, phone: session.phoneNumber) }
+    /// Answers the long-polls that began on `key` before its store existed and wait for `session`'s number (or for the
+    /// numbers `matching` accepts).
+    private func fireOrphans(_ key: StoreKey, _ session: VerificationSession, numbers matching: ((String) -> Bool)? = nil) {
+        let orphans = orphanWaiters.withLock { o in matching.map { o.take(key, where: $0) } ?? o.take(key, phone: session.phoneNumber) }
         guard !orphans.isEmpty else { return }
         orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
         waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
