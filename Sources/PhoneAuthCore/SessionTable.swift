@@ -60,7 +60,11 @@ public struct SessionID: Hashable, Sendable {
         }
     }
 
-    public var text: String { Base64URL.encode(bytes) }
+    public var text: String {
+        var out: [UInt8] = []
+        appendText(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
 
     /// Appends `text`'s 22 bytes to `out` (no array, no string: events carry it).
     public func appendText(to out: inout [UInt8]) {
