@@ -100,7 +100,7 @@ extension Emulator {
     public func createUser(_ key: StoreKey, localId: String?, changes: UserChanges) throws(AuthError) -> UserRecord {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> UserRecord in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try checkUserQuota(tx.store)
             let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
             tx.save(user)
@@ -131,7 +131,7 @@ extension Emulator {
         let now = clock.nowMillis()
         let authTime = clock.nowSeconds()
         return try transaction(key) { tx throws(AuthError) in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try checkUserQuota(tx.store)
             var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
             let provider = user.isAnonymous ? "anonymous" : "password"
@@ -197,7 +197,7 @@ extension Emulator {
             var problems: [(index: Int, error: AuthError)] = []
             for item in items {
                 do throws(AuthError) {
-                    try Self.checkTenantEnabled(tx.store)
+                    try tx.checkTenantEnabled()
                     guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
                     let exists = tx.store.users[item.localId] != nil
                     if exists && !allowOverwrite { throw AuthError(.duplicateLocalId) }
@@ -282,9 +282,6 @@ extension Emulator {
 
     static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }
 
-    static func checkTenantEnabled(_ s: AuthStore) throws(AuthError) {
-        if s.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
-    }
 
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {

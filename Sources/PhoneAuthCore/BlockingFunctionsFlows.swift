@@ -19,7 +19,7 @@ extension Emulator {
     /// Verifies the code (or temporary proof) and decides the outcome, inside `tx`. Throws what the flow throws.
     func planPhoneSignIn(_ tx: inout StoreTransaction, _ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
                          phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?, now: Int64) throws(AuthError) -> PhoneSignInPlan {
-        try Self.checkTenantEnabled(tx.store)
+        try tx.checkTenantEnabled()
         let phone: String
         let viaProof: Bool
         if let proof = temporaryProof, !proof.isEmpty {
@@ -37,7 +37,7 @@ extension Emulator {
             viaProof = false
         }
 
-        let owner = tx.store.user(phone: phone)
+        let owner = tx.user(phone: phone)
         if let tokenUser {
             guard var user = tx.store.users[tokenUser.localId] else { throw AuthError(.userNotFound) }
             if let owner, owner.localId != user.localId {
@@ -113,9 +113,9 @@ extension Emulator {
         }
         let now = clock.nowMillis()
         let outcome: PhoneSignInOutcome? = try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome? in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard let phone = planned.phoneNumber else { throw AuthError.internalError("phone sign-in without a number") }
-            let owner = tx.store.user(phone: phone)
+            let owner = tx.user(phone: phone)
             var user: UserRecord
             if isNew {
                 // Taken meanwhile (another sign-in for the same number finished while the function ran).
@@ -159,7 +159,7 @@ extension Emulator {
         let now = clock.nowMillis()
         let authTime = clock.nowSeconds()
         return try transaction(key) { tx throws(AuthError) -> UserRecord in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try checkUserQuota(tx.store)
             var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
             user.lastLoginAt = authTime * 1000
@@ -174,7 +174,7 @@ extension Emulator {
         -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
         let authTime = clock.nowSeconds()
         let result: (UserRecord, String, String, Int64)? = try transaction(key) { tx throws(AuthError) -> (UserRecord, String, String, Int64)? in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try checkUserQuota(tx.store)
             guard tx.store.users[planned.localId] == nil else { throw AuthError(.duplicateLocalId) }
             if let e = planned.email, tx.store.user(email: e) != nil { throw AuthError(.emailExists) }

@@ -54,7 +54,7 @@ extension Emulator {
         let now = clock.nowMillis()
         let authTime = now / 1000
         return try transaction(key) { tx throws(AuthError) -> CustomTokenSignInResult in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             var user: UserRecord
             let isNewUser: Bool
             let before = tx.store.users[grant.uid]

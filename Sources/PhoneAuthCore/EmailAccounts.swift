@@ -24,7 +24,7 @@ extension Emulator {
         let now = clock.nowMillis()
         guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
         return try transaction(box) { tx throws(AuthError) -> PasswordSignIn in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard var user = tx.store.users[localId], let hash = user.passwordHash, constantTimeEquals(hash, verifiedHash) else {
                 throw AuthError(.invalidLoginCredentials)
             }

@@ -387,9 +387,9 @@ public final class Emulator: Sendable {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
         let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
-            if tx.store.user(phone: phone.e164)?.mfaInfo.isEmpty == false { throw Self.phoneFirstFactorOfMFAUser }
+            if tx.user(phone: phone.e164)?.mfaInfo.isEmpty == false { throw Self.phoneFirstFactorOfMFAUser }
             let settings = tx.store.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
             let preset = tx.store.config.testPhoneNumbers[phone.e164]

@@ -388,7 +388,7 @@ extension Emulator {
                                    clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let now = clock.nowMillis()
         let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
@@ -414,7 +414,7 @@ extension Emulator {
                                       displayName: String?) throws(AuthError) -> MFATokens {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard tx.store.users[identity.localId] != nil else { throw AuthError(.userNotFound) }
             guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
@@ -447,7 +447,7 @@ extension Emulator {
     /// without second-factor claims.
     public func withdrawMFA(_ key: StoreKey, identity: TokenIdentity, mfaEnrollmentId: String?) throws(AuthError) -> MFATokens {
         try transaction(key) { tx throws(AuthError) -> MFATokens in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard let id = mfaEnrollmentId, let i = user.mfaInfo.firstIndex(where: { $0.mfaEnrollmentId == id }) else {
                 throw AuthError(.mfaEnrollmentNotFound)
@@ -480,7 +480,7 @@ extension Emulator {
                                clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let now = clock.nowMillis()
         let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let pendingCredential, !pendingCredential.isEmpty else {
                 throw AuthError(.missingMfaPendingCredential, "Request does not have MFA pending credential.")
@@ -508,7 +508,7 @@ extension Emulator {
                                   changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> MFATokens {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
@@ -547,7 +547,7 @@ extension Emulator {
                                   credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let now = clock.nowMillis()
         let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
             let settings = tx.store.config.phoneAuth
             let presets = tx.store.config.testPhoneNumbers.filter { MultiFactor.mask($0.key) == maskedPhone }

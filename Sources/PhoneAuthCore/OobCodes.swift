@@ -125,7 +125,7 @@ extension Emulator {
         let now = clock.nowMillis()
         let box = store(key)
         let code = try transaction(box) { tx throws(AuthError) -> OobCode in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             try check(tx.store)
             var text = random.alphanumeric(Self.oobCodeLength)
             while tx.store.oob.table[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
@@ -159,7 +159,7 @@ extension Emulator {
         let now = clock.nowMillis()
         guard let box = existingStore(key) else { throw AuthError(.invalidOobCode) }
         return try transaction(box) { tx throws(AuthError) -> T in
-            try Self.checkTenantEnabled(tx.store)
+            try tx.checkTenantEnabled()
             guard let c = tx.store.oob.table[code] else { throw AuthError(.invalidOobCode) }
             if now >= c.expiresAt {
                 tx.deleteOobCode(code)

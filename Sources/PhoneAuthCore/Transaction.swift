@@ -107,6 +107,18 @@ public struct StoreTransaction {
     /// The store as it is now, read-only.
     public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
 
+    /// `PROJECT_DISABLED` when the tenant has auth turned off. Reads the one field in place: passing `store` to a
+    /// function copied the whole store (two dozen retains and releases per request).
+    func checkTenantEnabled() throws(AuthError) {
+        if p.pointee.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
+    }
+
+    /// The user with this phone number (`AuthStore.user(phone:)` read in place, without copying the store).
+    public func user(phone: String) -> UserRecord? {
+        guard let id = p.pointee.phoneIndex[phone] else { return nil }
+        return p.pointee.users[id]
+    }
+
     // MARK: non-durable state
 
     public var windows: SendWindows {
