@@ -124,3 +124,42 @@ enum JSONWriter {
         out.append(0x22)
     }
 }
+
+/// A JSON object written member by member straight into bytes, for the replies every sign-in sends (no `JSONObject`
+/// and no `JSON` tree to build, copy and walk): the bytes are those `JSON.serialized()` gives for the same members in
+/// the same order. Keys are static text that needs no escaping.
+public struct JSONObjectBytes {
+    private var bytes: [UInt8]
+    private var empty = true
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ k: StaticString) {
+        if !empty { bytes.append(UInt8(ascii: ",")) }
+        empty = false
+        bytes.append(UInt8(ascii: "\""))
+        k.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func string(_ k: StaticString, _ v: String) {
+        key(k)
+        JSONWriter.writeString(v, into: &bytes)
+    }
+
+    public mutating func bool(_ k: StaticString, _ v: Bool) {
+        key(k)
+        bytes.append(contentsOf: v ? "true".utf8 : "false".utf8)
+    }
+
+    /// The object, closed.
+    public consuming func finish() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+}

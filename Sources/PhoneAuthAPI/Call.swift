@@ -147,6 +147,12 @@ struct Reply: Sendable {
         self.headers = headers
     }
 
+    /// A JSON body already serialized (`JSONObjectBytes`).
+    init(json bytes: [UInt8], status: Int = 200) {
+        self.status = status
+        self.raw = bytes
+    }
+
     init(status: Int, raw: [UInt8], contentType: String, headers: [(String, String)] = []) {
         self.status = status
         self.raw = raw

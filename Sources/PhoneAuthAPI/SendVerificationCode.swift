@@ -41,10 +41,10 @@ enum SendVerificationCode {
     }
 
     static func reply(_ call: Call, _ sessionInfo: String) -> Reply {
-        var o: JSONObject = [:]
-        if call.legacy { o["kind"] = "identitytoolkit#SendVerificationCodeResponse" }
-        o["sessionInfo"] = .string(sessionInfo)
-        return Reply(.object(o))
+        var o = JSONObjectBytes(capacity: 64)
+        if call.legacy { o.string("kind", "identitytoolkit#SendVerificationCodeResponse") }
+        o.string("sessionInfo", sessionInfo)
+        return Reply(json: o.finish())
     }
 }
 

@@ -15,6 +15,8 @@ public enum TokenSigningMode: String, Sendable {
 /// Signs and verifies ID tokens; owns the published key set (the current key first, older ones still published).
 public final class TokenService: Sendable {
     public static let tokenLifetimeSeconds: Int64 = 3600
+    /// `expiresIn` as replies carry it.
+    public static let tokenLifetimeText = String(tokenLifetimeSeconds)
     /// Keys published at once: the current key and up to four previous ones. Older keys are retired: dropped from the
     /// key documents and from the data directory, and tokens they signed are refused (`INVALID_ID_TOKEN`).
     public static let maxPublishedKeys = 5

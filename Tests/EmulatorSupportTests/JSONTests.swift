@@ -12,6 +12,19 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(v.serializedString, #"{"b":1,"a":[true,false,null,-150,"xé\n😀"],"+16505554567":"123456"}"#)
     }
 
+    /// Replies written member by member are byte for byte what serializing the same object gives.
+    func testObjectBytesMatchSerialization() {
+        for (text, flag) in [("plain", true), ("quote \" backslash \\ newline \n tab \t nul \u{0} é 😀 \u{1F}", false), ("", true)] {
+            var w = JSONObjectBytes(capacity: 4)
+            w.string("idToken", text)
+            w.bool("isNewUser", flag)
+            w.string("phoneNumber", "+16505554567")
+            let object: JSON = ["idToken": .string(text), "isNewUser": .bool(flag), "phoneNumber": "+16505554567"]
+            XCTAssertEqual(w.finish(), object.serialized(), text)
+        }
+        XCTAssertEqual(JSONObjectBytes().finish(), JSON.object([:]).serialized())
+    }
+
     func testRejectsMalformedInput() {
         let bad = ["", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"\\x\"", "\"\u{01}\"", "{} {}", "\"\\ud800\"",
                    "\"\\udc00x\"", "nan", "[1 2]", "{\"a\":1,}"]
