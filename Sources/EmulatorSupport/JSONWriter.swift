@@ -99,16 +99,40 @@ enum JSONWriter {
 
     private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// True when one of the eight bytes of `x` is below 0x20, '"' (0x22) or '\\' (0x5C); false only when none is
+    /// (each test is the exact "some byte is less than n / is zero" bit trick, no false negatives).
+    @inline(__always)
+    static func mayNeedEscape(_ x: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (x &- ones &* 0x20) & ~x & highs
+        let q = x ^ (ones &* 0x22), b = x ^ (ones &* 0x5C)
+        let quote = (q &- ones) & ~q & highs
+        let backslash = (b &- ones) & ~b & highs
+        return (control | quote | backslash) != 0
+    }
+
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(0x22)
         var s = s
         s.withUTF8 { buf in
+            guard let base = buf.baseAddress else { return }
+            let raw = UnsafeRawPointer(base)
             var start = 0
-            for idx in 0..<buf.count {
+            var idx = 0
+            let n = buf.count
+            while idx < n {
+                // Eight bytes at a time while none needs escaping (a control byte, '"' or '\\'): a token is a kilobyte
+                // of plain text, and this ran a compare-and-branch chain per byte.
+                if idx + 8 <= n, !Self.mayNeedEscape(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: idx, as: UInt64.self))) {
+                    idx += 8
+                    continue
+                }
                 let b = buf[idx]
+                idx += 1
                 if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
-                if idx > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<idx])) }
-                start = idx + 1
+                let at = idx - 1
+                if at > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<at])) }
+                start = at + 1
                 switch b {
                 case 0x22: out.append(contentsOf: [0x5C, 0x22])
                 case 0x5C: out.append(contentsOf: [0x5C, 0x5C])

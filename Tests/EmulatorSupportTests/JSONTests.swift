@@ -25,6 +25,46 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(JSONObjectBytes().finish(), JSON.object([:]).serialized())
     }
 
+    /// The eight-bytes-at-a-time scan escapes exactly what the byte-by-byte rule does, wherever the byte falls.
+    func testStringEscapingMatchesBytewiseRule() {
+        func reference(_ s: String) -> [UInt8] {
+            var out: [UInt8] = [0x22]
+            for b in s.utf8 {
+                switch b {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x0A: out += [0x5C, 0x6E]
+                case 0x0D: out += [0x5C, 0x72]
+                case 0x09: out += [0x5C, 0x74]
+                case 0..<0x20: out += Array(String(format: "\\u%04x", b).utf8)
+                default: out.append(b)
+                }
+            }
+            return out + [0x22]
+        }
+        let pieces = ["a", "Z", "0", "\"", "\\", "\n", "\r", "\t", "\u{0}", "\u{1F}", "\u{7F}", " ", "!", "#", "[", "]", "^", "é", "😀", "\u{80}"]
+        var rng = SystemRandomNumberGenerator()
+        for length in 0..<48 {
+            for _ in 0..<40 {
+                let s = (0..<length).map { _ in pieces[Int.random(in: 0..<pieces.count, using: &rng)] }.joined()
+                var out: [UInt8] = []
+                JSON.writeString(s, into: &out)
+                XCTAssertEqual(out, reference(s), s.debugDescription)
+            }
+        }
+        // Every byte value at every offset of a 16-byte run of plain text.
+        for offset in 0..<16 {
+            for b in UInt8(0)..<0x80 {
+                var bytes = Array(repeating: UInt8(ascii: "x"), count: 16)
+                bytes[offset] = b
+                let s = String(decoding: bytes, as: UTF8.self)
+                var out: [UInt8] = []
+                JSON.writeString(s, into: &out)
+                XCTAssertEqual(out, reference(s))
+            }
+        }
+    }
+
     func testRejectsMalformedInput() {
         let bad = ["", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.", "-", "tru", "\"\\x\"", "\"\u{01}\"", "{} {}", "\"\\ud800\"",
                    "\"\\udc00x\"", "nan", "[1 2]", "{\"a\":1,}"]
