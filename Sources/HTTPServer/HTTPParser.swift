@@ -92,18 +92,16 @@ public struct HTTPRequestParser: Sendable {
         return .request(req, consumed: total)
     }
 
-    /// RFC 9110 `tchar`, as a 256-entry table.
-    private static let tokenTable: [Bool] = (0..<256).map { i in
-        let c = UInt8(i)
-        switch c {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(c)
-        }
-    }
+    /// RFC 9110 `tchar` (ALPHA, DIGIT and !#$%&'*+-.^_`|~) as two 64-bit masks: constants, where a table was a lazily
+    /// initialized global (a `swift_once` call per byte of every method and header name).
+    private static let tokenLow: UInt64 = 0x03ff_6cfa_0000_0000
+    private static let tokenHigh: UInt64 = 0x57ff_ffff_c7ff_fffe
 
-    @inline(__always) private static func isTokenChar(_ c: UInt8) -> Bool { tokenTable[Int(c)] }
+    @inline(__always) static func isTokenChar(_ c: UInt8) -> Bool {
+        if c < 64 { return tokenLow >> UInt64(c) & 1 != 0 }
+        if c < 128 { return tokenHigh >> UInt64(c &- 64) & 1 != 0 }
+        return false
+    }
 
     /// Compares bytes with a lowercase ASCII constant, ignoring case, without allocating.
     @inline(__always) private static func matches(_ b: UnsafeBufferPointer<UInt8>.SubSequence, _ lower: StaticString) -> Bool {

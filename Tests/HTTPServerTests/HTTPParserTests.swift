@@ -18,6 +18,25 @@ final class HTTPParserTests: XCTestCase {
         return (out, nil, 0)
     }
 
+    /// A header name or method takes exactly RFC 9110's `tchar` bytes: every byte value tried in both places.
+    func testTokenCharactersAreExactlyTchar() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8))
+        for b in 0...255 {
+            let byte = UInt8(b)
+            guard byte != 0x0A, byte != 0x0D, byte != UInt8(ascii: ":"), byte != 0x20 else { continue }
+            var header = Array("GET / HTTP/1.1\r\nX".utf8) + [byte] + Array("Y: v\r\n\r\n".utf8)
+            var parser = HTTPRequestParser(limits: HTTPLimits())
+            var accepted = false
+            if case .request = parser.parse(header, from: 0) { accepted = true }
+            XCTAssertEqual(accepted, tchar.contains(byte), "header name byte \(b)")
+            header = Array("G".utf8) + [byte] + Array("T / HTTP/1.1\r\n\r\n".utf8)
+            parser = HTTPRequestParser(limits: HTTPLimits())
+            accepted = false
+            if case .request = parser.parse(header, from: 0) { accepted = true }
+            XCTAssertEqual(accepted, tchar.contains(byte), "method byte \(b)")
+        }
+    }
+
     func testSimpleAndPipelined() {
         let r = parseAll("GET /a?key=k HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello")
         XCTAssertNil(r.error)
