@@ -181,6 +181,37 @@ public struct JSONObjectBytes {
         bytes.append(contentsOf: v ? "true".utf8 : "false".utf8)
     }
 
+    public mutating func int(_ k: StaticString, _ v: Int64) {
+        key(k)
+        JSON.writeInt(v, into: &bytes)
+    }
+
+    /// An array of strings.
+    public mutating func strings(_ k: StaticString, _ v: [String]) {
+        key(k)
+        bytes.append(UInt8(ascii: "["))
+        for (n, e) in v.enumerated() {
+            if n > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(e, into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// A nested object, written by `body` into the same bytes.
+    public mutating func object(_ k: StaticString, _ body: (inout JSONObjectBytes) -> Void) {
+        key(k)
+        var inner = JSONObjectBytes(continuing: &bytes)
+        body(&inner)
+        bytes = inner.finish()
+    }
+
+    /// Opens an object at the end of `buffer`, taking the buffer over (no copy).
+    private init(continuing buffer: inout [UInt8]) {
+        bytes = []
+        swap(&bytes, &buffer)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
     /// The object, closed.
     public consuming func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))

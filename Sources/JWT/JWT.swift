@@ -28,15 +28,24 @@ public struct DecodedJWT: Sendable {
 /// The one place that builds `b64url(header).b64url(payload)`.
 public enum JWTSerializer {
     public static func signingInput(header: JSONObject, payload: JSONObject) -> [UInt8] {
+        signingInput(header: header, payloadJSON: JSON.object(payload).serialized())
+    }
+
+    static func signingInput(header: JSONObject, payloadJSON: [UInt8]) -> [UInt8] {
         var out = Base64URL.encodeBytes(JSON.object(header).serialized())
         out.append(UInt8(ascii: "."))
-        out.append(contentsOf: Base64URL.encodeBytes(JSON.object(payload).serialized()))
+        Base64URL.append(payloadJSON, to: &out)
         return out
     }
 
     /// An unsigned token exactly like the official emulator's: `{"alg":"none","typ":"JWT"}` and an empty signature.
     public static func unsigned(payload: JSONObject) -> String {
-        var input = signingInput(header: ["alg": "none", "typ": "JWT"], payload: payload)
+        unsigned(payloadJSON: JSON.object(payload).serialized())
+    }
+
+    /// The same from a payload already serialized.
+    public static func unsigned(payloadJSON: [UInt8]) -> String {
+        var input = signingInput(header: ["alg": "none", "typ": "JWT"], payloadJSON: payloadJSON)
         input.append(UInt8(ascii: "."))
         return String(decoding: input, as: UTF8.self)
     }
@@ -73,7 +82,12 @@ public struct SigningKey: Sendable {
 
     /// Signs `payload` as RS256 with this key's kid.
     public func sign(payload: JSONObject) throws -> String {
-        var token = signingInput(payload)
+        try sign(payloadJSON: JSON.object(payload).serialized())
+    }
+
+    /// Signs a payload already serialized.
+    public func sign(payloadJSON: [UInt8]) throws -> String {
+        var token = signingInput(payloadJSON: payloadJSON)
         let sig = try key.signSHA256(token)
         token.append(UInt8(ascii: "."))
         Base64URL.append(sig, to: &token)
@@ -83,7 +97,10 @@ public struct SigningKey: Sendable {
     /// `b64url(header).b64url(payload)`, with room for the signature: the key's encoded header, then the payload
     /// encoded straight after it (what `JWTSerializer.signingInput` builds, without encoding the header each time).
     public func signingInput(_ payload: JSONObject) -> [UInt8] {
-        let json = JSON.object(payload).serialized()
+        signingInput(payloadJSON: JSON.object(payload).serialized())
+    }
+
+    public func signingInput(payloadJSON json: [UInt8]) -> [UInt8] {
         var token = [UInt8]()
         token.reserveCapacity(headerPrefix.count + (json.count + 2) / 3 * 4 + 1 + (key.signatureSize + 2) / 3 * 4)
         token.append(contentsOf: headerPrefix)

@@ -242,8 +242,14 @@ extension PhoneAuthApp {
     /// names were refused when the reply was parsed).
     func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
                  sessionClaims: JSONObject?) throws -> String {
+        let issuedAt = emulator.clock.nowSeconds()
+        if sessionClaims?.isEmpty ?? true,
+           let payload = TokenService.claimsJSON(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
+                                                 issuedAt: issuedAt, secondFactorId: secondFactorId) {
+            return try tokens.sign(payloadJSON: payload)
+        }
         var claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                         issuedAt: emulator.clock.nowSeconds(), secondFactorId: secondFactorId)
+                                         issuedAt: issuedAt, secondFactorId: secondFactorId)
         if let sessionClaims { for (k, v) in sessionClaims where !CustomClaims.reserved.contains(k) { claims[k] = v } }
         return try tokens.sign(claims)
     }

@@ -4,9 +4,7 @@ import PhoneAuthCore
 extension PhoneAuthApp {
     /// Signs a fresh ID token for `user` (its refresh token comes from the transaction that saved the user).
     func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil) throws -> String {
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: emulator.clock.nowSeconds(),
-                                         secondFactorId: secondFactorId)
-        return try tokens.sign(claims)
+        try idToken(for: user, key: key, signInProvider: signInProvider, authTime: authTime, secondFactorId: secondFactorId, sessionClaims: nil)
     }
 
     /// Verifies a request's `idToken` against this call's project and tenant, then runs the account checks.
