@@ -12,6 +12,16 @@ extension JSON {
         JSONWriter.writeString(s, into: &out)
     }
 
+    /// Appends `v` as a JSON array of strings.
+    public static func writeStrings(_ v: [String], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (n, e) in v.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(e, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
     /// Appends `n` in decimal.
     public static func writeInt(_ n: Int64, into out: inout [UInt8]) {
         if n < 0 { out.append(UInt8(ascii: "-")) }
@@ -189,12 +199,7 @@ public struct JSONObjectBytes {
     /// An array of strings.
     public mutating func strings(_ k: StaticString, _ v: [String]) {
         key(k)
-        bytes.append(UInt8(ascii: "["))
-        for (n, e) in v.enumerated() {
-            if n > 0 { bytes.append(UInt8(ascii: ",")) }
-            JSONWriter.writeString(e, into: &bytes)
-        }
-        bytes.append(UInt8(ascii: "]"))
+        JSON.writeStrings(v, into: &bytes)
     }
 
     /// A nested object, written by `body` into the same bytes.

@@ -162,13 +162,7 @@ public final class TokenService: Sendable {
 
     /// Signs (or, in `none` mode, serializes) the claims.
     public func sign(_ claims: JSONObject) throws -> String {
-        switch mode {
-        case .none:
-            return JWTSerializer.unsigned(payload: claims)
-        case .rs256:
-            guard let k = currentKey else { throw AuthError.internalError("No signing key.") }
-            return try k.sign(payload: claims)
-        }
+        try sign(payloadJSON: JSON.object(claims).serialized())
     }
 
     /// Signs (or, in `none` mode, encodes) a payload already serialized (`claimsJSON`).

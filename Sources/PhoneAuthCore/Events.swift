@@ -107,15 +107,7 @@ public enum EventPayload: Sendable, Equatable {
         func string(_ k: StaticString, _ v: String) { key(k); JSON.writeString(v, into: &out) }
         func optional(_ k: StaticString, _ v: String?) { if let v { string(k, v) } }
         func int(_ k: StaticString, _ v: Int64) { key(k); JSON.writeInt(v, into: &out) }
-        func strings(_ k: StaticString, _ v: [String]) {
-            key(k)
-            out.append(UInt8(ascii: "["))
-            for (n, e) in v.enumerated() {
-                if n > 0 { out.append(UInt8(ascii: ",")) }
-                JSON.writeString(e, into: &out)
-            }
-            out.append(UInt8(ascii: "]"))
-        }
+        func strings(_ k: StaticString, _ v: [String]) { key(k); JSON.writeStrings(v, into: &out) }
         func session(_ id: SessionID) {
             key("sessionInfo")
             out.append(UInt8(ascii: "\""))
