@@ -264,8 +264,8 @@ final class EventLoop: @unchecked Sendable {
         if jobsHead == jobs.count {
             jobs.removeAll(keepingCapacity: jobs.capacity <= 256)
             jobsHead = 0
+            settle(now: monotonicNanos())
         }
-        settle(now: monotonicNanos())
     }
 
     /// Takes the hand-offs made on this thread and sends what is queued, until neither is left (a send's result can
@@ -404,14 +404,11 @@ final class EventLoop: @unchecked Sendable {
                     }
                 }
             }
-            // With jobs queued, answers wait for the slice's end and leave with the jobs' in one batch: a client woken
-            // once reads them all (it would preempt the loop for each batch).
-            if hasJobs {
-                takeLocalHandoffs(now: now)
-                runJobs()
-            } else {
-                settle(now: now)
-            }
+            // One batch of answers per job slice: what was just read is answered and leaves with the answers of the
+            // last slice's jobs, before the next slice (a request that came in during a slice waits for the rest of
+            // that slice only); a client woken once reads them all (it would preempt the loop for each batch).
+            settle(now: now)
+            if hasJobs { runJobs() }
             if let due = streamPullsDue, now >= due {
                 let ready = streamPulls
                 streamPulls.removeAll(keepingCapacity: true)
@@ -425,7 +422,8 @@ final class EventLoop: @unchecked Sendable {
                 sweep(now: now)
                 lastSweep = now
             }
-            settle(now: now)
+            // While jobs remain, their answers so far wait for the next iteration's batch, a look at the sockets away.
+            if hasJobs { takeLocalHandoffs(now: now) } else { settle(now: now) }
             if let since = stoppingSince {
                 if connections.isEmpty { break }
                 if now &- since > 10_000_000_000 {
