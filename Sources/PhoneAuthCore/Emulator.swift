@@ -389,7 +389,7 @@ public final class Emulator: Sendable {
         let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
             try tx.checkTenantEnabled()
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
-            if tx.user(phone: phone.e164)?.mfaInfo.isEmpty == false { throw Self.phoneFirstFactorOfMFAUser }
+            if tx.phoneUserHasSecondFactors(phone.e164) { throw Self.phoneFirstFactorOfMFAUser }
             let settings = tx.store.config.phoneAuth
             if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
             let preset = tx.store.config.testPhoneNumbers[phone.e164]
@@ -602,7 +602,7 @@ public final class Emulator: Sendable {
         return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
             let plan = try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
                                            phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, now: now)
-            switch plan {
+            switch consume plan {
             case .done(let outcome): return outcome
             case .signIn(let user, let isNew, _): return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
             }
@@ -763,24 +763,28 @@ public final class Emulator: Sendable {
 }
 
 /// Refresh tokens by token (redeem) and by store and user (delete), so removing a user's tokens costs O(its tokens)
-/// instead of a scan of every token.
+/// instead of a scan of every token. A user's tokens are kept in issue order, in an array: every sign-in appends one
+/// (no hashing of the token a second time, no growing set to rehash); a single token leaves only when its issue is
+/// rolled back (the newest, found from the end) or the same token is inserted again (a journal replay).
 struct RefreshTokenIndex: Sendable {
     var byToken: [String: RefreshTokenRecord] = [:]
-    var byUser: [StoreKey: [String: Set<String>]] = [:]
+    var byUser: [StoreKey: [String: [String]]] = [:]
     /// Index entries visited by removals (test hook).
     var visited = 0
 
     mutating func insert(_ token: String, _ rec: RefreshTokenRecord) {
-        if let old = byToken[token] { unlink(token, old) }
-        byToken[token] = rec
-        byUser[StoreKey(projectId: rec.projectId, tenantId: rec.tenantId), default: [:]][rec.localId, default: []].insert(token)
+        if let old = byToken.updateValue(rec, forKey: token) { unlink(token, old) }
+        byUser[StoreKey(projectId: rec.projectId, tenantId: rec.tenantId), default: [:]][rec.localId, default: []].append(token)
     }
 
     private mutating func unlink(_ token: String, _ rec: RefreshTokenRecord) {
         let key = StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)
-        byUser[key]?[rec.localId]?.remove(token)
-        if byUser[key]?[rec.localId]?.isEmpty == true { byUser[key]?[rec.localId] = nil }
-        if byUser[key]?.isEmpty == true { byUser[key] = nil }
+        guard var users = byUser.removeValue(forKey: key) else { return }
+        if var tokens = users.removeValue(forKey: rec.localId) {
+            if let i = tokens.lastIndex(of: token) { tokens.remove(at: i) }
+            if !tokens.isEmpty { users[rec.localId] = tokens }
+        }
+        if !users.isEmpty { byUser[key] = users }
     }
 
     /// Removes one token (a rolled-back issue).
