@@ -5,7 +5,7 @@ public struct HTTPHeaders: Sendable, Sequence {
     public init(_ entries: [(name: String, value: String)] = []) { self.entries = entries }
 
     public subscript(name: String) -> String? {
-        for e in entries where HTTPHeaders.equalsIgnoringASCIICase(e.name, name) { return e.value }
+        for i in entries.indices where HTTPHeaders.equalsIgnoringASCIICase(entries[i].name, name) { return entries[i].value }
         return nil
     }
 
@@ -14,19 +14,22 @@ public struct HTTPHeaders: Sendable, Sequence {
     }
 
     /// ASCII case-insensitive comparison without allocating (header names are ASCII tokens).
+    /// Reads both strings' bytes in place (no copy of either: this runs for every header of every lookup).
     public static func equalsIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
-        var a = a, b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
-                for i in 0..<x.count where x[i] != y[i] {
-                    let lx = x[i] >= 0x41 && x[i] <= 0x5A ? x[i] | 0x20 : x[i]
-                    let ly = y[i] >= 0x41 && y[i] <= 0x5A ? y[i] | 0x20 : y[i]
-                    if lx != ly { return false }
-                }
-                return true
+        let x = a.utf8, y = b.utf8
+        guard x.count == y.count else { return false }
+        var i = x.startIndex, j = y.startIndex
+        while i != x.endIndex {
+            let p = x[i], q = y[j]
+            if p != q {
+                let lp = p >= 0x41 && p <= 0x5A ? p | 0x20 : p
+                let lq = q >= 0x41 && q <= 0x5A ? q | 0x20 : q
+                if lp != lq { return false }
             }
+            x.formIndex(after: &i)
+            y.formIndex(after: &j)
         }
+        return true
     }
 
     public mutating func add(_ name: String, _ value: String) { entries.append((name, value)) }
