@@ -69,11 +69,9 @@ extension Emulator {
     }
 
     /// Saves the signed-in user and a new refresh token, inside `tx`.
-    func phoneSignedIn(_ tx: inout StoreTransaction, _ key: StoreKey, _ user: UserRecord, isNewUser: Bool, now: Int64) -> PhoneSignInOutcome {
-        var user = user
+    func phoneSignedIn(_ tx: inout StoreTransaction, _ key: StoreKey, _ user: consuming UserRecord, isNewUser: Bool, now: Int64) -> PhoneSignInOutcome {
         user.lastRefreshAt = now  // a token is minted now (lookup's lastRefreshAt, as the official emulator)
-        let before = tx.store.users[user.localId]
-        tx.save(user)
+        let before = tx.save(user)
         emitPhoneSaved(&tx, user, before: isNewUser ? nil : before)
         let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "phone")
         tx.insertRefreshToken(token, record)

@@ -189,16 +189,19 @@ public struct AuthStore: Sendable {
     public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
 
     /// Saves `user`, keeping the phone index unique and current.
-    public mutating func save(_ user: UserRecord) {
-        if let old = users[user.localId]?.phoneNumber, old != user.phoneNumber, phoneIndex[old] == user.localId {
+    /// Returns the record it replaced (moved out of the table, not copied: a sign-in saves its user every time).
+    @discardableResult
+    public mutating func save(_ user: UserRecord) -> UserRecord? {
+        let replaced = users.updateValue(user, forKey: user.localId)
+        if let old = replaced?.phoneNumber, old != user.phoneNumber, phoneIndex[old] == user.localId {
             phoneIndex[old] = nil
         }
         if let p = user.phoneNumber { phoneIndex[p] = user.localId }
-        if let old = users[user.localId]?.email?.lowercased(), old != user.email?.lowercased(), emailIndex[old] == user.localId {
+        if let old = replaced?.email?.lowercased(), old != user.email?.lowercased(), emailIndex[old] == user.localId {
             emailIndex[old] = nil
         }
         if let e = user.email { emailIndex[e.lowercased()] = user.localId }
-        users[user.localId] = user
+        return replaced
     }
 
     /// The user with this email (any case).

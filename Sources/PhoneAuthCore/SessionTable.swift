@@ -237,16 +237,24 @@ public struct SessionTable: Sendable {
                 }
                 if let h = s.appSignatureHash { appHashes[id] = h } else if !appHashes.isEmpty { appHashes[id] = nil }
                 if let o = s.owner { owners[id] = o } else if !owners.isEmpty { owners[id] = nil }
-            } else if let old = shards[id.shard].removeValue(forKey: id) {
-                count -= 1
-                unindex(id, old)
-                if !appHashes.isEmpty { appHashes[id] = nil }
-                if !owners.isEmpty { owners[id] = nil }
+            } else {
+                remove(id)
             }
         }
     }
 
     public func contains(_ id: SessionID) -> Bool { shards[id.shard][id] != nil }
+
+    /// Removes one session, as setting it to nil, in one lookup; false if there was none.
+    @discardableResult
+    public mutating func remove(_ id: SessionID) -> Bool {
+        guard let old = shards[id.shard].removeValue(forKey: id) else { return false }
+        count -= 1
+        unindex(id, old)
+        if !appHashes.isEmpty { appHashes[id] = nil }
+        if !owners.isEmpty { owners[id] = nil }
+        return true
+    }
 
     /// Every pending session, in no particular order.
     public var values: [VerificationSession] {

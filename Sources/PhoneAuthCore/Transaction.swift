@@ -119,6 +119,13 @@ public struct StoreTransaction {
         return p.pointee.users[id]
     }
 
+    /// Whether the user with this phone number has second factors, read in place (no copy of the user: every send
+    /// asks).
+    public func phoneUserHasSecondFactors(_ phone: String) -> Bool {
+        guard let id = p.pointee.phoneIndex[phone], let i = p.pointee.users.index(forKey: id) else { return false }
+        return !p.pointee.users.values[i].mfaInfo.isEmpty
+    }
+
     // MARK: non-durable state
 
     public var windows: SendWindows {
@@ -145,12 +152,15 @@ public struct StoreTransaction {
     // MARK: users
 
     /// Saves a user (keeping the phone index current).
-    public mutating func save(_ user: UserRecord) {
+    /// Returns the record it replaced (nil for a new user).
+    @discardableResult
+    public mutating func save(_ user: UserRecord) -> UserRecord? {
+        let replaced = p.pointee.save(user)
         if journaled {
-            undo.append(.user(user.localId, p.pointee.users[user.localId]))
+            undo.append(.user(user.localId, replaced))
             changes.append(.userSaved(key, user))
         }
-        p.pointee.save(user)
+        return replaced
     }
 
     /// Deletes a user and its refresh tokens; false if there was none.
@@ -194,12 +204,14 @@ public struct StoreTransaction {
 
     /// Deletes a session (keyed on disk by its canonical text, never a client's spelling).
     public mutating func deleteSession(_ id: SessionID) {
-        guard let old = p.pointee.sessions[id] else { return }
-        p.pointee.sessions[id] = nil
-        if journaled {
-            undo.append(.session(id, old))
-            changes.append(.sessionDeleted(key, id.text))
+        guard journaled else {
+            p.pointee.sessions.remove(id)
+            return
         }
+        guard let old = p.pointee.sessions[id] else { return }
+        p.pointee.sessions.remove(id)
+        undo.append(.session(id, old))
+        changes.append(.sessionDeleted(key, id.text))
     }
 
     /// Removes one number's pending sessions (all with nil); returns how many.
