@@ -18,6 +18,34 @@ final class HTTPParserTests: XCTestCase {
         return (out, nil, 0)
     }
 
+    /// Header names compare equal exactly when their bytes are equal with ASCII letters folded: every pair of byte
+    /// values at every position of a three-byte name (`[` and `{`, `@` and `` ` `` differ by the case bit too, and are
+    /// not letters); lengths must match; lookups find a header in any case.
+    func testHeaderNamesCompareIgnoringASCIICaseOnly() {
+        func fold(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b + 0x20 : b }
+        for x in 0...127 {
+            for y in 0...127 {
+                let a = UInt8(x), b = UInt8(y)
+                let expected = fold(a) == fold(b)
+                for position in 0..<3 {
+                    var l = Array("a-z".utf8), r = Array("A-Z".utf8)
+                    l[position] = a; r[position] = b
+                    if position != 0 { l[0] = 0x61; r[0] = 0x41 }
+                    let same = HTTPHeaders.equalsIgnoringASCIICase(String(decoding: l, as: UTF8.self), String(decoding: r, as: UTF8.self))
+                    if same != expected { XCTFail("\(l) vs \(r): \(same)"); return }
+                }
+            }
+        }
+        XCTAssertFalse(HTTPHeaders.equalsIgnoringASCIICase("Host", "Hos"))
+        XCTAssertFalse(HTTPHeaders.equalsIgnoringASCIICase("", "a"))
+        XCTAssertTrue(HTTPHeaders.equalsIgnoringASCIICase("", ""))
+        XCTAssertTrue(HTTPHeaders.equalsIgnoringASCIICase("Content-Type", "content-TYPE"))
+        let h = HTTPHeaders([("X-One", "1"), ("content-type", "application/json"), ("CONTENT-TYPE", "second")])
+        XCTAssertEqual(h["Content-Type"], "application/json", "the first of its name")
+        XCTAssertEqual(h["x-one"], "1")
+        XCTAssertNil(h["X-On"])
+    }
+
     /// A header name or method takes exactly RFC 9110's `tchar` bytes: every byte value tried in both places.
     func testTokenCharactersAreExactlyTchar() {
         let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8))

@@ -201,4 +201,33 @@ final class BoundsTests: XCTestCase {
         XCTAssertEqual(emulator.refreshTokenIndexVisits - beforeWipe, 5)
         XCTAssertEqual(emulator.refreshTokenCount, 200_000)
     }
+
+    /// The index keeps each user's tokens in issue order, each once: a rolled-back issue takes out exactly its token
+    /// (wherever it is), a token inserted again moves to its new owner, and removals return what is left.
+    func testRefreshTokenIndexKeepsEachTokenOnceUnderItsOwner() {
+        func rec(_ user: String, tenant: String? = nil) -> RefreshTokenRecord {
+            RefreshTokenRecord(projectId: "p", tenantId: tenant, localId: user, authTime: 1, signInProvider: "phone", issuedAt: 1)
+        }
+        let p = StoreKey(projectId: "p"), t = StoreKey(projectId: "p", tenantId: "t")
+        var index = RefreshTokenIndex()
+        for i in 0..<5 { index.insert("a\(i)", rec("alice")) }
+        index.insert("b0", rec("bob"))
+        index.insert("t0", rec("alice", tenant: "t"))
+        index.remove("a2")  // from the middle
+        index.remove("a4")  // the newest (a rolled-back sign-in)
+        index.remove("nope")
+        index.insert("a0", rec("bob"))  // the same token again, now bob's
+        index.insert("b0", rec("bob"))  // again for the same user: still once
+        XCTAssertEqual(index.byToken.count, 5)
+        XCTAssertEqual(index.byUser[p]?["alice"], ["a1", "a3"])
+        XCTAssertEqual(index.byUser[p]?["bob"], ["a0", "b0"])
+        XCTAssertEqual(index.removeUser(p, "alice").map(\.0), ["a1", "a3"])
+        XCTAssertNil(index.byUser[p]?["alice"])
+        XCTAssertEqual(Set(index.removeStore(p).map(\.0)), ["a0", "b0"])
+        XCTAssertNil(index.byUser[p])
+        XCTAssertEqual(index.byUser[t]?["alice"], ["t0"])
+        index.remove("t0")
+        XCTAssertNil(index.byUser[t], "a store whose last token left has no entry")
+        XCTAssertTrue(index.byToken.isEmpty)
+    }
 }

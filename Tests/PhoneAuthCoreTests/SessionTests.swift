@@ -48,6 +48,38 @@ final class SessionTests: XCTestCase {
         XCTAssertNil(table.newest(phone: "+15550001000"))
     }
 
+    /// `remove` (one lookup, what a consumed code does) leaves the table as setting the session to nil does: counts,
+    /// the number's list, the owner and app-hash side tables; false for a session that is not there.
+    func testRemoveIsSettingToNil() {
+        func session(_ n: UInt8, sideTables: Bool = true) -> VerificationSession {
+            var s = VerificationSession(id: SessionID(bytes: Array(repeating: n, count: 16)), phoneNumber: "+15550001000", code: "1", createdAt: 0,
+                                        expiresAt: nil, attemptsLeft: nil, fictional: false, kind: .signIn,
+                                        appSignatureHash: n == 2 && sideTables ? "hash" : nil, sequence: UInt64(n))
+            if n == 3 && sideTables { s.owner = "uid" }
+            return s
+        }
+        var removed = SessionTable(), niled = SessionTable()
+        for n in UInt8(1)...4 { removed[session(n).id] = session(n); niled[session(n).id] = session(n) }
+        for n in UInt8(2)...3 {
+            XCTAssertTrue(removed.remove(session(n).id))
+            niled[session(n).id] = nil
+        }
+        XCTAssertFalse(removed.remove(session(2).id), "already gone")
+        for t in [removed, niled] {
+            XCTAssertEqual(t.count, 2)
+            XCTAssertEqual(t.count(phone: "+15550001000"), 2)
+            XCTAssertEqual(t.page(phone: "+15550001000", limit: 10).sessions.map(\.sequence), [1, 4])
+            XCTAssertNil(t[session(2).id])
+            XCTAssertFalse(t.contains(session(3).id))
+        }
+        // Put back without an owner or a hash: nothing of the removed ones' side tables comes back with them.
+        let plain2 = session(2, sideTables: false), plain3 = session(3, sideTables: false)
+        removed[plain2.id] = plain2
+        removed[plain3.id] = plain3
+        XCTAssertNil(removed[plain2.id]?.appSignatureHash)
+        XCTAssertNil(removed[plain3.id]?.owner)
+    }
+
     func testFictionalNumberUsesPresetCodeAndIsSingleUse() throws {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+1 650-555-4567")
         XCTAssertEqual(code(for: s), "123456")
