@@ -74,6 +74,11 @@ public struct JSONObject: Sendable, Sequence {
     private var index: [String: Int] = [:]
 
     public init() { entries = [] }
+    /// Room for `capacity` members without growing (the parser's objects: one allocation for a usual request body).
+    public init(capacity: Int) {
+        entries = []
+        entries.reserveCapacity(capacity)
+    }
     public init(_ pairs: [(String, JSON)]) {
         entries = []
         entries.reserveCapacity(pairs.count)

@@ -84,9 +84,9 @@ public struct JSONParser {
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSON {
         guard depth <= maxDepth else { throw fail("Nesting too deep") }
         i += 1
-        var obj = JSONObject()
         skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(JSONObject()) }
+        var obj = JSONObject(capacity: 4)
         var seen = 0
         while true {
             skipWhitespace()

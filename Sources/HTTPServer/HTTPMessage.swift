@@ -34,6 +34,8 @@ public struct HTTPHeaders: Sendable, Sequence {
 
     public mutating func add(_ name: String, _ value: String) { entries.append((name, value)) }
 
+    public mutating func reserveCapacity(_ n: Int) { entries.reserveCapacity(n) }
+
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { entries.makeIterator() }
 }
 

@@ -119,6 +119,7 @@ public struct HTTPRequestParser: Sendable {
     private func parseHead(_ b: UnsafeBufferPointer<UInt8>, remoteAddress: String) -> Result<Head, HTTPParseError> {
         // Split into lines (strip CR before LF); the final empty line ends the head.
         var lines: [Range<Int>] = []
+        lines.reserveCapacity(24)  // one allocation for a usual head, instead of one per doubling
         var lineStart = 0
         for i in 0..<b.count where b[i] == 0x0A {
             var e = i
@@ -159,6 +160,7 @@ public struct HTTPRequestParser: Sendable {
         let target = String(decoding: targetBytes, as: UTF8.self)
 
         var headers = HTTPHeaders()
+        headers.reserveCapacity(lines.count - 1)
         var contentLength: Int? = nil
         var connectionClose = false
         var connectionKeepAlive = false
