@@ -123,39 +123,47 @@ enum JSONWriter {
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(0x22)
-        var s = s
-        s.withUTF8 { buf in
-            guard let base = buf.baseAddress else { return }
-            let raw = UnsafeRawPointer(base)
-            var start = 0
-            var idx = 0
-            let n = buf.count
-            while idx < n {
-                // Eight bytes at a time while none needs escaping (a control byte, '"' or '\\'): a token is a kilobyte
-                // of plain text, and this ran a compare-and-branch chain per byte.
-                if idx + 8 <= n, !Self.mayNeedEscape(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: idx, as: UInt64.self))) {
-                    idx += 8
-                    continue
-                }
-                let b = buf[idx]
-                idx += 1
-                if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
-                let at = idx - 1
-                if at > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<at])) }
-                start = at + 1
-                switch b {
-                case 0x22: out.append(contentsOf: [0x5C, 0x22])
-                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default:
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-                }
-            }
-            if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<buf.count])) }
-        }
+        writeContents(s, into: &out)
         out.append(0x22)
+    }
+
+    /// Appends `s` escaped, without quotes; reads a native string's bytes in place (no copy of the string).
+    static func writeContents(_ s: String, into out: inout [UInt8]) {
+        if s.utf8.withContiguousStorageIfAvailable({ writeContents($0, into: &out) }) != nil { return }
+        var s = s
+        s.withUTF8 { writeContents($0, into: &out) }
+    }
+
+    private static func writeContents(_ buf: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        guard let base = buf.baseAddress else { return }
+        let raw = UnsafeRawPointer(base)
+        var start = 0
+        var idx = 0
+        let n = buf.count
+        while idx < n {
+            // Eight bytes at a time while none needs escaping (a control byte, '"' or '\\'): a token is a kilobyte
+            // of plain text, and this ran a compare-and-branch chain per byte.
+            if idx + 8 <= n, !Self.mayNeedEscape(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: idx, as: UInt64.self))) {
+                idx += 8
+                continue
+            }
+            let b = buf[idx]
+            idx += 1
+            if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
+            let at = idx - 1
+            if at > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<at])) }
+            start = at + 1
+            switch b {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            default:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            }
+        }
+        if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<buf.count])) }
     }
 }
 
@@ -184,6 +192,16 @@ public struct JSONObjectBytes {
     public mutating func string(_ k: StaticString, _ v: String) {
         key(k)
         JSONWriter.writeString(v, into: &bytes)
+    }
+
+    /// A string member whose value is `prefix` followed by `v`, without building that string; `prefix` is static text
+    /// that needs no escaping.
+    public mutating func string(_ k: StaticString, prefix: StaticString, _ v: String) {
+        key(k)
+        bytes.append(0x22)
+        prefix.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        JSONWriter.writeContents(v, into: &bytes)
+        bytes.append(0x22)
     }
 
     public mutating func bool(_ k: StaticString, _ v: Bool) {
@@ -217,9 +235,12 @@ public struct JSONObjectBytes {
         bytes.append(UInt8(ascii: "{"))
     }
 
-    /// The object, closed.
-    public consuming func finish() -> [UInt8] {
+    /// The object, closed; its bytes are taken out (a `consuming` finish copied them: the caller's variable still held
+    /// the buffer when the closing brace was appended).
+    public mutating func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
-        return bytes
+        var out: [UInt8] = []
+        swap(&out, &bytes)
+        return out
     }
 }

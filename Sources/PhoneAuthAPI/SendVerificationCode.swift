@@ -41,7 +41,7 @@ enum SendVerificationCode {
     }
 
     static func reply(_ call: Call, _ sessionInfo: String) -> Reply {
-        var o = JSONObjectBytes(capacity: 64)
+        var o = JSONObjectBytes(capacity: sessionInfo.utf8.count + (call.legacy ? 96 : 32))
         if call.legacy { o.string("kind", "identitytoolkit#SendVerificationCodeResponse") }
         o.string("sessionInfo", sessionInfo)
         return Reply(json: o.finish())

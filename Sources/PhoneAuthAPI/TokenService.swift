@@ -125,10 +125,10 @@ public final class TokenService: Sendable {
     static func claimsJSON(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
                            secondFactorId: String? = nil) -> [UInt8]? {
         guard user.customAttributes == nil else { return nil }
-        var c = JSONObjectBytes(capacity: 512)
+        var c = JSONObjectBytes(capacity: 768)
         if let v = user.displayName { c.string("name", v) }
         if let v = user.photoUrl { c.string("picture", v) }
-        c.string("iss", "https://securetoken.google.com/\(key.projectId)")
+        c.string("iss", prefix: "https://securetoken.google.com/", key.projectId)
         c.string("aud", key.projectId)
         c.int("auth_time", authTime)
         c.string("user_id", user.localId)

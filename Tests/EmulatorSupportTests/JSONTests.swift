@@ -22,7 +22,14 @@ final class JSONTests: XCTestCase {
             let object: JSON = ["idToken": .string(text), "isNewUser": .bool(flag), "phoneNumber": "+16505554567"]
             XCTAssertEqual(w.finish(), object.serialized(), text)
         }
-        XCTAssertEqual(JSONObjectBytes().finish(), JSON.object([:]).serialized())
+        var empty = JSONObjectBytes()
+        XCTAssertEqual(empty.finish(), JSON.object([:]).serialized())
+        // A member written as static prefix + value is the member with the joined string.
+        for v in ["demo-phone", "", "q\"uote\\ \u{1}"] {
+            var w = JSONObjectBytes(capacity: 1)
+            w.string("iss", prefix: "https://securetoken.google.com/", v)
+            XCTAssertEqual(w.finish(), JSON.object(["iss": .string("https://securetoken.google.com/" + v)]).serialized(), v)
+        }
     }
 
     /// The eight-bytes-at-a-time scan escapes exactly what the byte-by-byte rule does, wherever the byte falls.
