@@ -156,19 +156,28 @@ public struct JSONParser {
     private mutating func parseString() throws(JSONParseError) -> String {
         i += 1  // opening quote
         let start = i
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII (what nearly every request carries) needs no UTF-8 validation: the generic
+        // validating initializer looked up type metadata at run time for every string.
+        var seen: UInt8 = 0
         while i < bytes.count {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<i])
-                guard let s = String(validating: slice, as: UTF8.self) else {
-                    throw JSONParseError(message: "Invalid UTF-8 in string", offset: start)
+                let text: String
+                if seen < 0x80 {
+                    text = String(decoding: slice, as: UTF8.self)
+                } else {
+                    guard let s = String(validating: slice, as: UTF8.self) else {
+                        throw JSONParseError(message: "Invalid UTF-8 in string", offset: start)
+                    }
+                    text = s
                 }
                 i += 1
-                return s
+                return text
             }
             if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { throw fail("Control character in string") }
+            seen |= b
             i += 1
         }
         var out: [UInt8] = Array(UnsafeBufferPointer(rebasing: bytes[start..<i]))

@@ -77,6 +77,14 @@ final class JSONTests: XCTestCase {
                    "\"\\udc00x\"", "nan", "[1 2]", "{\"a\":1,}"]
         for b in bad { XCTAssertThrowsError(try parse(b), b) }
         XCTAssertThrowsError(try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]))  // invalid UTF-8
+        // Invalid UTF-8 after ASCII, wherever it falls (ASCII-only strings skip validation: one high byte must not).
+        for at in 0..<12 {
+            var bytes = Array("\"abcdefghijkl\"".utf8)
+            bytes[1 + at] = 0xC3  // a lead byte without its continuation
+            XCTAssertThrowsError(try JSONParser.parse(bytes), "at \(at)")
+        }
+        XCTAssertEqual(try JSONParser.parse(Array("\"caf\u{E9} \u{1F600} ok\"".utf8)).stringValue, "caf\u{E9} \u{1F600} ok")
+        XCTAssertEqual(try JSONParser.parse(Array("\"+16505554567\"".utf8)).stringValue, "+16505554567")
     }
 
     func testDepthLimit() {
