@@ -1,4 +1,7 @@
 import EmulatorSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An HTTP-level failure, answered with its status and then the connection is closed.
 public struct HTTPParseError: Error, Sendable, Equatable {
@@ -61,12 +64,10 @@ public struct HTTPRequestParser: Sendable {
             // Find the end of the head: LF (CR)? LF.
             var i = max(lead, scanned)
             var end = -1
-            while i < buf.count {
-                if buf[i] == 0x0A {
-                    if i + 1 < buf.count, buf[i + 1] == 0x0A { end = i + 2; break }
-                    if i + 2 < buf.count, buf[i + 1] == 0x0D, buf[i + 2] == 0x0A { end = i + 3; break }
-                }
-                i += 1
+            while let lf = Self.nextLF(buf, from: i) {
+                if lf + 1 < buf.count, buf[lf + 1] == 0x0A { end = lf + 2; break }
+                if lf + 2 < buf.count, buf[lf + 1] == 0x0D, buf[lf + 2] == 0x0A { end = lf + 3; break }
+                i = lf + 1
             }
             if end < 0 {
                 scanned = max(lead, buf.count - 2)
@@ -82,14 +83,21 @@ public struct HTTPRequestParser: Sendable {
                 return .failure(e)
             }
         }
-        guard let h = head else { return .needMore }
-        let total = h.headLength + h.bodyLength
+        guard let headLength = head?.headLength, let bodyLength = head?.bodyLength else { return .needMore }
+        let total = headLength + bodyLength
         guard buf.count >= total else { return .needMore }
-        var req = h.request
-        if h.bodyLength > 0 { req.body = Array(UnsafeBufferPointer(rebasing: buf[h.headLength..<total])) }
-        head = nil
+        var taken: Head? = nil
+        swap(&taken, &head)  // moved out, not copied
+        var req = taken.unsafelyUnwrapped.request
+        if bodyLength > 0 { req.body = Array(UnsafeBufferPointer(rebasing: buf[headLength..<total])) }
         scanned = 0
         return .request(req, consumed: total)
+    }
+
+    /// The index of the next LF at or after `from` (`memchr`: a head is scanned for its end and split into lines).
+    @inline(__always) static func nextLF(_ buf: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
+        guard from < buf.count, let base = buf.baseAddress, let p = memchr(base + from, 0x0A, buf.count - from) else { return nil }
+        return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(p))
     }
 
     /// RFC 9110 `tchar` (ALPHA, DIGIT and !#$%&'*+-.^_`|~) as two 64-bit masks: constants, where a table was a lazily
@@ -121,7 +129,7 @@ public struct HTTPRequestParser: Sendable {
         var lines: [Range<Int>] = []
         lines.reserveCapacity(24)  // one allocation for a usual head, instead of one per doubling
         var lineStart = 0
-        for i in 0..<b.count where b[i] == 0x0A {
+        while let i = Self.nextLF(b, from: lineStart) {
             var e = i
             if e > lineStart, b[e - 1] == 0x0D { e -= 1 }
             lines.append(lineStart..<e)
