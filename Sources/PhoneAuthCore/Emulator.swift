@@ -644,7 +644,7 @@ public final class Emulator: Sendable {
 
     func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
                          secondFactorId: String? = nil, extraClaims: String? = nil) -> (String, RefreshTokenRecord) {
-        ("AMf-" + Self.sortable(refreshSequence.wrappingAdd(1, ordering: .relaxed).newValue) + random.token(byteCount: 48),
+        (Self.refreshTokenText(sequence: refreshSequence.wrappingAdd(1, ordering: .relaxed).newValue, random: random.bytes(48)),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
                             signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId,
                             extraClaims: extraClaims))
@@ -655,13 +655,32 @@ public final class Emulator: Sendable {
     /// its B-trees (the token table and the by-user index) instead of on a random page each, so a batch of sign-ins
     /// writes a few pages instead of one or two per sign-in.
     static func sortable(_ n: UInt64) -> String {
-        let symbols = Array("-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz".utf8)
-        var out = [UInt8](repeating: 0, count: 11)
+        var out: [UInt8] = []
+        appendSortable(n, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func appendSortable(_ n: UInt64, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: 11))
         var v = n
-        for i in stride(from: 10, through: 0, by: -1) {
-            out[i] = symbols[Int(v & 63)]
-            v >>= 6
+        let symbols: StaticString = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+        symbols.withUTF8Buffer { s in
+            for i in stride(from: start + 10, through: start, by: -1) {
+                out[i] = s[Int(v & 63)]
+                v >>= 6
+            }
         }
+    }
+
+    /// `AMf-`, the sortable issue sequence, the random bytes in base64url: written into one buffer (it was three
+    /// strings joined, each from its own array).
+    static func refreshTokenText(sequence: UInt64, random: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(15 + (random.count + 2) / 3 * 4)
+        out.append(contentsOf: "AMf-".utf8)
+        appendSortable(sequence, to: &out)
+        Base64URL.append(random, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 

@@ -191,6 +191,10 @@ final class SessionTests: XCTestCase {
         let encoded = ns.map(Emulator.sortable)
         XCTAssertEqual(encoded, encoded.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }))
         XCTAssertEqual(Set(encoded).count, ns.count)
+        // A token is written into one buffer: the same text as its three parts joined.
+        for (n, bytes) in zip(ns, [[], [0], [0xFF, 0x00, 0x7F], Array(0..<48), Array(repeating: 0xFB, count: 48)] as [[UInt8]]) {
+            XCTAssertEqual(Emulator.refreshTokenText(sequence: n, random: bytes), "AMf-" + Emulator.sortable(n) + Base64URL.encode(bytes))
+        }
     }
 
     func testScenarioNumbers() throws {
