@@ -24,13 +24,36 @@ public enum Base64URL {
 
     /// Appends the base64url of `input` to `out` (no padding): a token's parts are encoded straight into the token.
     public static func append(_ input: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        append(input, alphabet: alphabet, pad: false, to: &out)
+        // Six bytes at a time while eight can be read: two 12-bit halves per three bytes from a table of character
+        // pairs, one 8-byte store (a token's payload and signature are a kilobyte: this was its costliest loop).
+        let fast = input.count >= 8 ? (input.count - 2) / 6 : 0
+        if fast > 0 {
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: fast * 8))
+            out.withUnsafeMutableBytes { o in
+                pairs.withUnsafeBufferPointer { t in
+                    let dst = o.baseAddress! + start
+                    for k in 0..<fast {
+                        let x = UInt64(bigEndian: input.loadUnaligned(fromByteOffset: k * 6, as: UInt64.self)) >> 16
+                        let a = UInt64(t[Int(truncatingIfNeeded: x >> 36)])
+                        let b = UInt64(t[Int(truncatingIfNeeded: (x >> 24) & 0xFFF)])
+                        let c = UInt64(t[Int(truncatingIfNeeded: (x >> 12) & 0xFFF)])
+                        let d = UInt64(t[Int(truncatingIfNeeded: x & 0xFFF)])
+                        dst.storeBytes(of: (a | b << 16 | c << 32 | d << 48).littleEndian, toByteOffset: k * 8, as: UInt64.self)
+                    }
+                }
+            }
+        }
+        append(UnsafeRawBufferPointer(rebasing: input[(fast * 6)...]), alphabet: alphabet, pad: false, to: &out)
     }
 
     /// Appends the base64url of `bytes` to `out` (no padding).
     public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
-        bytes.withUnsafeBytes { append($0, alphabet: alphabet, pad: false, to: &out) }
+        bytes.withUnsafeBytes { append($0, to: &out) }
     }
+
+    /// Every 12-bit value as its two base64url characters, the first in the low byte.
+    private static let pairs: [UInt16] = (0..<4096).map { v in UInt16(alphabet[v >> 6]) | UInt16(alphabet[v & 63]) << 8 }
 
     /// Writes the encoding into room made at the end of `out` (one resize, no per-byte capacity checks: this runs on
     /// every token's payload and signature).
