@@ -168,7 +168,7 @@ public struct HTTPRequestParser: Sendable {
         let target = String(decoding: targetBytes, as: UTF8.self)
 
         var headers = HTTPHeaders()
-        headers.reserveCapacity(lines.count - 1)
+        headers.reserveCapacity(min(lines.count - 1, limits.maxHeaderCount))  // not more than the head may have
         var contentLength: Int? = nil
         var connectionClose = false
         var connectionKeepAlive = false
