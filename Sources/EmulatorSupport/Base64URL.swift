@@ -8,7 +8,10 @@ public enum Base64URL {
     }
 
     public static func encodeBytes(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.withUnsafeBufferPointer { encode(UnsafeRawBufferPointer($0), alphabet: alphabet, pad: false) }
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        append(bytes, to: &out)
+        return out
     }
 
     /// Standard base64 with padding (for PEM bodies).

@@ -798,12 +798,9 @@ struct RefreshTokenIndex: Sendable {
 
     private mutating func unlink(_ token: String, _ rec: RefreshTokenRecord) {
         let key = StoreKey(projectId: rec.projectId, tenantId: rec.tenantId)
-        guard var users = byUser.removeValue(forKey: key) else { return }
-        if var tokens = users.removeValue(forKey: rec.localId) {
-            if let i = tokens.lastIndex(of: token) { tokens.remove(at: i) }
-            if !tokens.isEmpty { users[rec.localId] = tokens }
-        }
-        if !users.isEmpty { byUser[key] = users }
+        if let i = byUser[key]?[rec.localId]?.lastIndex(of: token) { byUser[key]?[rec.localId]?.remove(at: i) }
+        if byUser[key]?[rec.localId]?.isEmpty == true { byUser[key]?[rec.localId] = nil }
+        if byUser[key]?.isEmpty == true { byUser[key] = nil }
     }
 
     /// Removes one token (a rolled-back issue).
