@@ -10,8 +10,10 @@ import PhoneAuthCore
 /// re-checks what it depends on, and completes the call. The pool is small and bounded (`maxInFlight` calls
 /// queued or running; more answer 503 `UNAVAILABLE` at once), and every call has a deadline (`timeoutMillis`,
 /// production's 7 s by default, `--blocking-timeout-ms`), so a hanging function holds one pool thread for at most
-/// that long and nothing else. Flows without a trigger never come here: `trigger` answers nil after one atomic load
-/// until some configuration has named a function.
+/// that long and nothing else. The deadline of a flow's first call counts from when the flow was queued, not from when a
+/// thread took it: a call that waited its whole deadline in the queue fails at once (`DEADLINE_EXCEEDED`), so a client
+/// waits at most about one deadline however long the queue. Flows without a trigger never come here: `trigger` answers
+/// nil after one atomic load until some configuration has named a function.
 ///
 /// The API other sign-in handlers use (three calls):
 /// - `app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn])` — false on the fast path;
@@ -30,10 +32,15 @@ public final class BlockingCalls: Sendable {
     }
     private let state = Locked(State())
 
-    public init(timeoutMillis: Int = BlockingFunctions.defaultTimeoutMillis, threads: Int = 8, maxInFlight: Int = 256) {
+    /// Milliseconds of a monotonic clock (injected by tests).
+    let now: @Sendable () -> Int64
+
+    public init(timeoutMillis: Int = BlockingFunctions.defaultTimeoutMillis, threads: Int = 8, maxInFlight: Int = 256,
+                now: @escaping @Sendable () -> Int64 = { Int64(HTTPClient.monotonicSeconds() * 1000) }) {
         self.timeoutMillis = max(1, timeoutMillis)
         self.threads = max(1, threads)
         self.maxInFlight = max(1, maxInFlight)
+        self.now = now
     }
 
     /// Calls queued or running now (tests).
@@ -73,8 +80,14 @@ public final class BlockingCalls: Sendable {
     /// Runs `work` on the pool and answers `call` with what it returns or throws. Returns `Reply.deferred`, or throws
     /// 503 `UNAVAILABLE` when `maxInFlight` calls are already queued or running.
     func `defer`(_ app: PhoneAuthApp, _ call: Call, _ work: @escaping @Sendable () throws -> Reply) throws(AuthError) -> Reply {
+        try submit(work, logger: app.logger, complete: call.complete)
+        return .deferred
+    }
+
+    /// Queues `work` on the pool (with the caller's durability scope and the time it was queued, `QueuedFlow`), then
+    /// `complete`s with its reply or error. 503 `UNAVAILABLE` when `maxInFlight` flows are queued or running.
+    func submit(_ work: @escaping @Sendable () throws -> Reply, logger: Logger, complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) {
         let scope = DurabilityScope.current
-        let complete = call.complete
         let pool: WorkerPool? = state.withLock { s in
             guard s.inFlight < maxInFlight else { return nil }
             s.inFlight += 1
@@ -84,9 +97,9 @@ public final class BlockingCalls: Sendable {
         guard let pool else {
             throw AuthError(.unavailable, "Too many blocking function calls are queued or running (\(maxInFlight)); try again shortly.")
         }
-        let logger = app.logger
+        let queued = QueuedFlow(since: now())
         pool.submit { [self] in
-            let reply: Reply = DurabilityScope.$current.withValue(scope) {
+            let reply: Reply = DurabilityScope.$current.withValue(scope) { QueuedFlow.$current.withValue(queued) {
                 do { return try work() } catch let e as AuthError {
                     if e.code == .internalFailure { logger.error("internal error", [("error", e.description), ("at", e.origin)]) }
                     return Self.reply(e)
@@ -94,11 +107,17 @@ public final class BlockingCalls: Sendable {
                     logger.error("internal error", [("error", String(describing: error))])
                     return Self.reply(AuthError.internalError())
                 }
-            }
+            } }
             state.withLock { $0.inFlight -= 1 }
             complete(reply)
         }
-        return .deferred
+    }
+
+    /// Milliseconds a function call starting at `started` may take: the deadline, less — for a flow's first call — the
+    /// time the flow waited in the queue. Zero or less: the deadline passed before the call could start.
+    func callBudget(startingAt started: Int64) -> Int64 {
+        let since = min(started, QueuedFlow.current?.takeStart() ?? started)
+        return Int64(timeoutMillis) - (started - since)
     }
 
     static func reply(_ e: AuthError) -> Reply {
@@ -112,25 +131,29 @@ public final class BlockingCalls: Sendable {
     /// only, with no transaction open. nil when no function is configured for the event.
     func invoke(_ app: PhoneAuthApp, _ key: StoreKey, _ ctx: BlockingEventContext) throws(AuthError) -> BlockingFunctions.Outcome? {
         guard let (uri, config) = trigger(app, key, ctx.event) else { return nil }
-        let now = app.emulator.clock.nowSeconds()
         let timeoutSeconds = Int64((timeoutMillis + 999) / 1000)
-        let claims = BlockingFunctions.claims(ctx, uri: uri, config: config, nowSeconds: now, timeoutSeconds: timeoutSeconds,
+        let claims = BlockingFunctions.claims(ctx, uri: uri, config: config, nowSeconds: app.emulator.clock.nowSeconds(), timeoutSeconds: timeoutSeconds,
                                               eventId: app.emulator.random.token(byteCount: 16))
         let jwt: String
         do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
         let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)
-        let started = HTTPClient.monotonicMillis()
+        let started = now()
+        let leftMillis = callBudget(startingAt: started)
         /// Logs the call and emits `blockingFunction.called` (`result`: ok, error, timeout or blocked).
         func log(_ outcome: String, _ result: CallOutcome) {
-            let ms = max(0, HTTPClient.monotonicMillis() - started)
+            let ms = max(0, now() - started)
             app.logger.info("blocking function \(ctx.event.rawValue)", [("project", key.description), ("uri", uri),
                                                                        ("ms", String(ms)), ("outcome", outcome)])
             app.emulator.events.emit(key, .blockingFunctionCalled(event: ctx.event.rawValue, uri: uri, durationMs: Int(ms), outcome: result.rawValue))
         }
+        guard leftMillis > 0 else {
+            log("deadline exceeded while queued", .timeout)
+            throw BlockingFunctions.deadlineExceeded(uri: uri)
+        }
         let response: HTTPClient.Response
         do {
             response = try HTTPClient.send(method: "POST", url: uri, headers: [("Content-Type", "application/json")], body: body,
-                                           timeout: Double(timeoutMillis) / 1000, deadline: Double(timeoutMillis) / 1000,
+                                           timeout: Double(leftMillis) / 1000, deadline: Double(leftMillis) / 1000,
                                            maxResponseBytes: BlockingFunctions.maxReplyBytes)
         } catch {
             log(error.timedOut ? "deadline exceeded" : "failed: \(error.description)", error.timedOut ? .timeout : .error)
@@ -237,6 +260,15 @@ extension HTTPClient {
     static func monotonicMillis() -> Int64 { Int64(monotonicSeconds() * 1000) }
 }
 
+/// When a deferred flow was queued (`BlockingCalls.defer`): its first function call's deadline starts there.
+final class QueuedFlow: Sendable {
+    @TaskLocal static var current: QueuedFlow?
+    private let start: Locked<Int64?>
+    init(since: Int64) { start = Locked(since) }
+    /// The queue time, once (later calls of the same flow start their own deadline).
+    func takeStart() -> Int64? { start.withLock { s in defer { s = nil }; return s } }
+}
+
 extension PhoneAuthApp {
     /// An ID token, with a blocking function's session claims for this sign-in only (never stored; reserved claim
     /// names were refused when the reply was parsed).
@@ -248,9 +280,9 @@ extension PhoneAuthApp {
                                                  issuedAt: issuedAt, secondFactorId: secondFactorId) {
             return try tokens.sign(payloadJSON: payload)
         }
-        var claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                         issuedAt: issuedAt, secondFactorId: secondFactorId)
-        if let sessionClaims { for (k, v) in sessionClaims where !CustomClaims.reserved.contains(k) { claims[k] = v } }
+        // Session claims go in under the user's identity fields, as a custom token's claims do.
+        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
+                                         issuedAt: issuedAt, secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject())
         return try tokens.sign(claims)
     }
 }

@@ -188,11 +188,12 @@ extension CustomTokens {
         do {
             let result = try app.emulator.completeCustomTokenSignIn(key, grant: checked.grant, blocking: blocking)
             if result.refreshToken.isEmpty { throw AuthError(.userDisabled) }  // a blocking function disabled the user
-            var claims = TokenService.claims(for: result.user, key: key, authTime: result.authTime, signInProvider: Emulator.customTokenProvider,
-                                             issuedAt: app.emulator.clock.nowSeconds(),
-                                             extraClaims: claimsObject(checked.grant.developerClaims))
-            // A beforeSignIn's session claims: in this ID token only (reserved names never).
-            for (k, v) in blocking?.sessionClaims ?? [:] where !CustomClaims.reserved.contains(k) { claims[k] = v }
+            // The token's developer claims, then a beforeSignIn's session claims (in this ID token only); neither sets
+            // a reserved claim or one of the user's identity fields.
+            var extra = claimsObject(checked.grant.developerClaims)
+            for (k, v) in blocking?.sessionClaims ?? [:] { extra[k] = v }
+            let claims = TokenService.claims(for: result.user, key: key, authTime: result.authTime, signInProvider: Emulator.customTokenProvider,
+                                             issuedAt: app.emulator.clock.nowSeconds(), extraClaims: extra)
             let idToken = try app.tokens.sign(claims)
             app.logger.info(result.isNewUser ? "custom token sign-in: new user" : "custom token sign-in",
                             [("project", key.description), ("uid", uid), ("token", checked.format),

@@ -39,7 +39,8 @@ enum EmailChange {
 }
 
 /// `accounts:signInWithPassword` (legacy `verifyPassword`). Unknown email and wrong password are both
-/// `INVALID_LOGIN_CREDENTIALS` (production with email enumeration protection, the default since 2023). The password is
+/// `INVALID_LOGIN_CREDENTIALS` (production with email enumeration protection, the default since 2023), or
+/// `EMAIL_NOT_FOUND` / `INVALID_PASSWORD` with `emailPrivacyConfig.enableImprovedEmailPrivacy: false`. The password is
 /// hashed here, outside the store's lock; the sign-in then checks in one transaction that the hash is still current.
 enum SignInWithPassword {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
@@ -49,13 +50,20 @@ enum SignInWithPassword {
         guard let email = try call.string("email") else { throw AuthError(.missingEmail) }
         guard Identifiers.isValidEmail(email) else { throw AuthError(.invalidEmail) }
         guard let password = try call.string("password"), !password.isEmpty else { throw AuthError(.missingPassword) }
-        guard let user = app.emulator.user(key, email: email) else { throw AuthError(.invalidLoginCredentials) }
+        let improved = app.emulator.config(key).enableImprovedEmailPrivacy
+        guard let user = app.emulator.user(key, email: email) else { throw AuthError(improved ? .invalidLoginCredentials : .emailNotFound) }
         guard !user.disabled else { throw AuthError(.userDisabled) }
-        guard let hash = user.passwordHash else { throw AuthError(.invalidLoginCredentials) }
+        let wrong = AuthError(improved ? .invalidLoginCredentials : .invalidPassword)
+        guard let hash = user.passwordHash else { throw wrong }
+        // Locked after too many wrong passwords while the abuse limits are on (Protection.swift): the right one too.
+        try app.emulator.checkPasswordLockout(key, localId: user.localId)
         // On an event loop only a password verified before (a salted SHA-256) and a sign-in that signs nothing (an
         // enrolled user's MFA-required answer); PBKDF2 and signatures run on the signing pool.
         if !Passwords.knownMatch(password, hash: hash, salt: user.salt) { try call.beforeCostlyWork() }
-        guard Passwords.matches(password, hash: hash, salt: user.salt) else { throw AuthError(.invalidLoginCredentials) }
+        guard Passwords.matches(password, hash: hash, salt: user.salt) else {
+            app.emulator.countWrongPassword(key, localId: user.localId)
+            throw wrong
+        }
         // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production).
         if app.blocking.anyTrigger(app, key, [.beforeSignIn]), user.mfaInfo.isEmpty || (try? app.emulator.checkMFAEnabled(key)) == nil {
             return try app.blocking.defer(app, call) {
@@ -95,7 +103,9 @@ enum SignInWithPassword {
 }
 
 /// `accounts:createAuthUri` (legacy `createAuthUri`; the JS SDK's `fetchSignInMethodsForEmail`): whether an email
-/// has an account and how it signs in. Empty lists are omitted, as production's proto JSON does.
+/// has an account and how it signs in — only with `enableImprovedEmailPrivacy: false`; with email enumeration
+/// protection (the default) the answer is the same for every email. Empty lists are omitted, as production's proto
+/// JSON does.
 enum CreateAuthUri {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
@@ -110,6 +120,10 @@ enum CreateAuthUri {
         var sessionId = try call.string("sessionId") ?? ""
         if sessionId.isEmpty { sessionId = app.emulator.random.alphanumeric(27) }
         var o: JSONObject = ["kind": "identitytoolkit#CreateAuthUriResponse"]
+        guard !app.emulator.config(key).enableImprovedEmailPrivacy else {
+            o["sessionId"] = .string(sessionId)
+            return Reply(.object(o))
+        }
         let user = app.emulator.user(key, email: identifier)
         o["registered"] = .bool(user != nil)
         if let user, user.passwordHash != nil {

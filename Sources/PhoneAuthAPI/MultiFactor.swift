@@ -178,7 +178,8 @@ enum MFAEndpoints {
             throw AuthError.invalidArgument("displayName must be at most 256 bytes without control characters.")
         }
         let t = try app.emulator.finalizeMFAEnrollment(key, identity: identity, sessionInfo: info["sessionInfo"]?.stringValue,
-                                                       code: info["code"]?.stringValue, displayName: displayName)
+                                                       code: info["code"]?.stringValue, displayName: displayName,
+                                                       clientIP: call.request.remoteAddress)
         return try tokens(app, key, t)
     }
 
@@ -196,22 +197,29 @@ enum MFAEndpoints {
         let key = try call.storeKey()
         try app.emulator.checkMFAEnabled(key)
         let info = try call.object("phoneSignInInfo")
-        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
-            let pending = try call.string("mfaPendingCredential"), enrollmentId = try call.string("mfaEnrollmentId")
-            if let user = app.emulator.pendingMFAUser(key, pendingCredential: pending),
-               let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == enrollmentId })?.phoneInfo {
-                return try app.blocking.defer(app, call) {
-                    try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaSignIn, user: user)
-                    let sessionInfo = try app.emulator.startMFASignIn(key, pendingCredential: pending, mfaEnrollmentId: enrollmentId,
-                                                                      clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
-                    return Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
-                }
+        return try sendSignInCode(app, call, key, pendingCredential: try call.string("mfaPendingCredential"),
+                                  mfaEnrollmentId: try call.string("mfaEnrollmentId"), credentials: Call.appCredentials(info)) { sessionInfo in
+            Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
+        }
+    }
+
+    /// Sends an MFA sign-in code for the pending credential's enrollment — for `mfaSignIn:start`, and for the iOS
+    /// SDK's masked `sendVerificationCode` once resolved to its pending sign-in — through beforeSendSms (when
+    /// configured: off the loop, before anything is stored) and `Emulator.startMFASignIn`; `reply` shapes the answer.
+    static func sendSignInCode(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, pendingCredential: String?, mfaEnrollmentId: String?,
+                               credentials: AppCredentials, reply: @escaping @Sendable (String) -> Reply) throws -> Reply {
+        let ip = call.request.remoteAddress
+        if app.blocking.anyTrigger(app, key, [.beforeSendSms]),
+           let user = app.emulator.pendingMFAUser(key, pendingCredential: pendingCredential),
+           let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId })?.phoneInfo {
+            return try app.blocking.defer(app, call) {
+                try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaSignIn, user: user)
+                return reply(try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
+                                                             clientIP: ip, credentials: credentials))
             }
         }
-        let sessionInfo = try app.emulator.startMFASignIn(
-            key, pendingCredential: try call.string("mfaPendingCredential"), mfaEnrollmentId: try call.string("mfaEnrollmentId"),
-            clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
-        return Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
+        return reply(try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
+                                                     clientIP: ip, credentials: credentials))
     }
 
     /// `{mfaPendingCredential, phoneVerificationInfo: {sessionInfo, code}, tenantId?}` → `{idToken, refreshToken}`.
@@ -237,13 +245,15 @@ enum MFAEndpoints {
                     }
                     changes = outcome
                 }
-                let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code, changes: changes)
+                let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
+                                                           clientIP: call.request.remoteAddress, changes: changes)
                 let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime,
                                               secondFactorId: t.secondFactorId, sessionClaims: changes?.sessionClaims)
                 return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
             }
         }
-        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code)
+        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
+                                                   clientIP: call.request.remoteAddress)
         return try tokens(app, key, t)
     }
 }

@@ -45,6 +45,11 @@ enum SendOobCode {
         let email: String
         switch type {
         case .passwordReset:
+            // Email enumeration protection: an unknown email is answered as a known one (nothing is stored or sent).
+            if !call.privileged, app.emulator.config(key).enableImprovedEmailPrivacy, let e = try call.string("email"),
+               Identifiers.isValidEmail(e), app.emulator.user(key, email: e) == nil {
+                return Reply(["kind": "identitytoolkit#GetOobConfirmationCodeResponse", "email": .string(e.lowercased())])
+            }
             email = try accountEmail(fromToken: false)
         case .verifyEmail:
             email = try accountEmail(fromToken: true)
@@ -161,7 +166,7 @@ enum OobInbox {
             timeout = v
         }
         let k = key(call)
-        try app.emulator.admit(k, create: true)
+        try app.emulator.admit(k, create: false)
         let complete = call.complete
         let seconds = timeout
         let waiter = try app.emulator.waitForOobCode(k, email: email, timeoutSeconds: seconds) { code in

@@ -18,10 +18,14 @@ enum SendVerificationCode {
         creds.playIntegrityToken = try call.string("playIntegrityToken")
         creds.safetyNetToken = try call.string("safetyNetToken")
         if let masked = phone, MultiFactor.isMasked(masked) {
-            // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint (see `sendMaskedMFACode`).
-            let sessionInfo = try app.emulator.sendMaskedMFACode(key, maskedPhone: masked, clientIP: call.request.remoteAddress, credentials: creds)
-            return Reply(call.legacy ? ["kind": "identitytoolkit#SendVerificationCodeResponse", "sessionInfo": .string(sessionInfo)]
-                                     : ["sessionInfo": .string(sessionInfo)])
+            // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint: it is sent as that pending
+            // sign-in's `mfaSignIn:start` would be (`Emulator.resolveMaskedMFASignIn`), or refused as production
+            // refuses a masked number.
+            guard let (credential, enrollmentId) = app.emulator.resolveMaskedMFASignIn(key, maskedPhone: masked) else {
+                throw AuthError(.invalidPhoneNumber, "Invalid format.")
+            }
+            return try MFAEndpoints.sendSignInCode(app, call, key, pendingCredential: credential, mfaEnrollmentId: enrollmentId,
+                                                   credentials: creds) { sessionInfo in reply(call, sessionInfo) }
         }
         if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
             // beforeSendSms: the function runs off the loop before anything is stored; an error it answers (an

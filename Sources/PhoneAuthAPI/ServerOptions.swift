@@ -52,6 +52,24 @@ public struct ServerOption: Sendable {
         self.defaultText = defaultText
     }
 
+    /// A whole number in `range` (flag, environment variable or config file) stored at `field`.
+    static func count(_ flag: String, env: String, config: String, range: ClosedRange<Int>, _ field: WritableKeyPath<ServerSettings, Int> & Sendable,
+                      help: String, default value: Int) -> ServerOption {
+        let expected = "expected \(range.lowerBound) to \(range.upperBound)"
+        return ServerOption(flag, "N", env: env, config: config,
+                            .one { s, v in
+                                guard let n = Int(v), range.contains(n) else { throw SettingsError("invalid --\(flag) '\(v)': \(expected)") }
+                                s[keyPath: field] = n
+                            },
+                            file: { s, v, at in
+                                guard let n = v.int64Value, n >= Int64(range.lowerBound), n <= Int64(range.upperBound) else {
+                                    throw SettingsError("\(at): \"\(config)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                                }
+                                s[keyPath: field] = Int(n)
+                            },
+                            help: help, default: "`\(value)`")
+    }
+
     var isList: Bool {
         switch kind {
         case .list, .added: return true
@@ -199,32 +217,15 @@ extension ServerSettings {
                      },
                      help: "POST /emulator/v1/projects/{p}:export writes only inside DIR; relative paths start there",
                      default: "the working directory"),
-        ServerOption("max-projects", "N", env: "PHONE_AUTH_EMULATOR_MAX_PROJECTS", config: "maxProjects",
-                     .one { s, v in
-                         guard let n = Int(v), (1...1_000_000).contains(n) else { throw SettingsError("invalid --max-projects '\(v)': expected 1 to 1000000") }
-                         s.maxProjects = n
-                     },
-                     file: { s, v, at in
-                         guard let n = v.int64Value, (1...1_000_000).contains(n) else {
-                             throw SettingsError("\(at): \"maxProjects\" must be an integer from 1 to 1000000")
-                         }
-                         s.maxProjects = Int(n)
-                     },
-                     help: "at most N projects, counting those created on first use by any request; more answer QUOTA_EXCEEDED",
-                     default: "`\(Emulator.defaultMaxProjects)`"),
-        ServerOption("max-users", "N", env: "PHONE_AUTH_EMULATOR_MAX_USERS", config: "maxUsers",
-                     .one { s, v in
-                         guard let n = Int(v), (1...100_000_000).contains(n) else { throw SettingsError("invalid --max-users '\(v)': expected 1 to 100000000") }
-                         s.maxUsers = n
-                     },
-                     file: { s, v, at in
-                         guard let n = v.int64Value, (1...100_000_000).contains(n) else {
-                             throw SettingsError("\(at): \"maxUsers\" must be an integer from 1 to 100000000")
-                         }
-                         s.maxUsers = Int(n)
-                     },
-                     help: "at most N users per project, and per tenant; more answer QUOTA_EXCEEDED",
-                     default: "`\(Emulator.defaultMaxUsersPerProject)`"),
+        ServerOption.count("max-projects", env: "PHONE_AUTH_EMULATOR_MAX_PROJECTS", config: "maxProjects", range: 1...1_000_000, \.maxProjects,
+                           help: "at most N projects, counting those created on first use by any request; more answer QUOTA_EXCEEDED",
+                           default: Emulator.defaultMaxProjects),
+        ServerOption.count("max-users", env: "PHONE_AUTH_EMULATOR_MAX_USERS", config: "maxUsers", range: 1...100_000_000, \.maxUsers,
+                           help: "at most N users per project, and per tenant; more answer QUOTA_EXCEEDED",
+                           default: Emulator.defaultMaxUsersPerProject),
+        ServerOption.count("max-sessions", env: "PHONE_AUTH_EMULATOR_MAX_SESSIONS", config: "maxSessions", range: 1...100_000_000, \.maxSessions,
+                           help: "at most N pending verification sessions in all projects; a send past it answers QUOTA_EXCEEDED",
+                           default: Emulator.defaultMaxSessions),
         ServerOption("request-timeout", "S", env: "PHONE_AUTH_EMULATOR_REQUEST_TIMEOUT",
                      .one { s, v in
                          guard let t = Double(v), t >= 0.5, t <= 3600 else {

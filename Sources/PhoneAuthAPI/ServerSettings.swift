@@ -36,6 +36,8 @@ public struct ServerSettings: Sendable {
     public var maxProjects = Emulator.defaultMaxProjects
     /// `--max-users N`: users per project and per tenant (`QUOTA_EXCEEDED` past it).
     public var maxUsers = Emulator.defaultMaxUsersPerProject
+    /// `--max-sessions N`: pending verification sessions in all projects (`QUOTA_EXCEEDED` past it).
+    public var maxSessions = Emulator.defaultMaxSessions
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.
     public var adminToken: String?
     /// `--allow-origin` (repeatable): origins added to the loopback defaults for the emulator API and admin calls.
@@ -62,6 +64,10 @@ public struct ServerSettings: Sendable {
     public var apiKeys: [String: String] = [:]
 
     public init() {}
+
+    /// Reachable by others: it listens beyond loopback, or has an admin token (which only matters then). The abuse
+    /// limits of `protection.mode` `AUTO` follow this (PhoneAuthCore/Protection.swift).
+    public var isExposed: Bool { adminToken != nil || !WebBoundary.isLoopbackHost(host) }
 
     public enum Outcome: Sendable {
         case run(ServerSettings)

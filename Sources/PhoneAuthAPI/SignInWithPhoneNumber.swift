@@ -20,7 +20,7 @@ enum SignInWithPhoneNumber {
         let outcome = try app.emulator.signInWithPhoneNumber(
             key, sessionInfo: try call.string("sessionInfo"), code: try call.string("code"),
             temporaryProof: try call.string("temporaryProof"), phoneNumber: try call.string("phoneNumber"),
-            tokenUser: tokenUser, operation: try call.string("operation"))
+            tokenUser: tokenUser, operation: try call.string("operation"), clientIP: call.request.remoteAddress)
         return try reply(app, call, key, outcome, sessionClaims: nil)
     }
 
@@ -31,7 +31,7 @@ enum SignInWithPhoneNumber {
                                                             try call.string("phoneNumber"), try call.string("operation"))
         return try app.blocking.defer(app, call) {
             let plan = try app.emulator.beginPhoneSignIn(key, sessionInfo: sessionInfo, code: code, temporaryProof: proof, phoneNumber: phone,
-                                                         tokenUser: tokenUser, operation: operation)
+                                                         tokenUser: tokenUser, operation: operation, clientIP: call.request.remoteAddress)
             var changes = BlockingFunctions.Outcome()
             if case .signIn(let user, let isNew, _) = plan {
                 changes = try app.blocking.signInHooks(app, call, key, user: user, isNew: isNew, method: .phone)

@@ -79,7 +79,9 @@ public final class TokenService: Sendable {
         }
     }
 
-    /// The ID token claims production issues for this user (custom claims first, reserved claims win).
+    /// The ID token claims production issues for this user (custom claims first, reserved claims and the user's own
+    /// identity fields win: `email`, `phone_number`… come from the record, after the custom claims, and a claim of that
+    /// name is dropped when the user lacks the field — as production and the official emulator write them).
     /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`).
     /// `extraClaims`: the session's own claims (a custom token's `claims`), over the user's custom claims, under the
     /// reserved ones (the official emulator's order).
@@ -88,8 +90,8 @@ public final class TokenService: Sendable {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
-        for (k, v) in user.customClaims where !CustomClaims.reserved.contains(k) { c[k] = v }
-        for (k, v) in extraClaims where !CustomClaims.reserved.contains(k) && !userFields.contains(k) { c[k] = v }
+        for (k, v) in user.customClaims where Self.mayCarry(k) { c[k] = v }
+        for (k, v) in extraClaims where Self.mayCarry(k) { c[k] = v }
         c["iss"] = .string("https://securetoken.google.com/\(key.projectId)")
         c["aud"] = .string(key.projectId)
         c["auth_time"] = .int(authTime)
@@ -159,6 +161,10 @@ public final class TokenService: Sendable {
     /// ID token fields that describe the user: a session's extra claims never set them, even when the user lacks
     /// them (the official emulator writes these after the extra claims, dropping the absent ones).
     static let userFields: Set<String> = ["email", "email_verified", "phone_number", "provider_id", "user_id"]
+
+    /// Whether a custom, session or blocking-function claim of this name may appear in an ID token: not a reserved
+    /// claim, not one of the user's identity fields (`userFields`).
+    static func mayCarry(_ name: String) -> Bool { !CustomClaims.reserved.contains(name) && !userFields.contains(name) }
 
     /// Signs (or, in `none` mode, serializes) the claims.
     public func sign(_ claims: JSONObject) throws -> String {

@@ -112,6 +112,14 @@ public struct WebBoundary: Sendable, Equatable {
         return false
     }
 
+    /// A listen address only this machine can reach: `127.0.0.0/8`, `::1` or `localhost`.
+    public static func isLoopbackHost(_ host: String) -> Bool {
+        let h = host.lowercased()
+        if h == "localhost" || h == "::1" || h == "[::1]" || h == "0:0:0:0:0:0:0:1" { return true }
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { p in UInt8(p) != nil }
+    }
+
     // MARK: parsing
 
     /// `host[:port]` as in a `Host` header: lowercase name without a trailing dot (IPv6 in brackets), the port, and

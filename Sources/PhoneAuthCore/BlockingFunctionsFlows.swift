@@ -18,7 +18,8 @@ public enum PhoneSignInPlan: Sendable, Equatable {
 extension Emulator {
     /// Verifies the code (or temporary proof) and decides the outcome, inside `tx`. Throws what the flow throws.
     func planPhoneSignIn(_ tx: inout StoreTransaction, _ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
-                         phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?, now: Int64) throws(AuthError) -> PhoneSignInPlan {
+                         phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?, clientIP: String?,
+                         now: Int64) throws(AuthError) -> PhoneSignInPlan {
         try tx.checkTenantEnabled()
         let phone: String
         let viaProof: Bool
@@ -32,7 +33,7 @@ extension Emulator {
             guard let info = sessionInfo, !info.isEmpty else { throw AuthError(.missingSessionInfo) }
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             // Single use, consumed before the account checks (as production); MFA codes only by MFA finalize.
-            let session = try consumeCode(&tx, sessionInfo: info, code: code, now: now) { $0.kind == .signIn && $0.owner == nil }
+            let session = try consumeCode(&tx, sessionInfo: info, code: code, clientIP: clientIP, now: now) { $0.kind == .signIn && $0.owner == nil }
             phone = session.phoneNumber
             viaProof = false
         }
@@ -92,11 +93,12 @@ extension Emulator {
     /// The first transaction of a phone sign-in with a blocking function: verifies and consumes the credential and
     /// returns the plan (a conflict is finished here). No user is saved yet.
     public func beginPhoneSignIn(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
-                                 phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInPlan {
+                                 phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?,
+                                 clientIP: String? = nil) throws(AuthError) -> PhoneSignInPlan {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> PhoneSignInPlan in
             try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
-                                phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, now: now)
+                                phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, clientIP: clientIP, now: now)
         }
     }
 
@@ -214,10 +216,10 @@ extension Emulator {
         guard let box = existingStore(key), let sessionInfo, let code, !code.isEmpty, let sid = SessionID(sessionInfo) else { return nil }
         let now = clock.nowMillis()
         return box.read { s -> (UserRecord, String)? in
-            guard let session = s.sessions[sid], session.kind == .mfaSignIn || session.kind == .signIn,
-                  constantTimeEquals(code, session.code), session.expiresAt.map({ now < $0 }) ?? true,
-                  pendingCredential.utf8.count <= 512, let p = s.mfaPending.peek(pendingCredential, now: now), let user = s.users[p.localId],
-                  !user.disabled, user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
+            guard pendingCredential.utf8.count <= 512, let p = s.mfaPending.peek(pendingCredential, now: now),
+                  let session = s.sessions[sid], session.kind == .mfaSignIn, session.owner == p.localId, p.sessions.contains(sid),
+                  constantTimeEquals(code, session.code), session.expiresAt.map({ now < $0 }) ?? true, let user = s.users[p.localId],
+                  !user.disabled, user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber })
             else { return nil }
             return (user, p.signInProvider)
         }

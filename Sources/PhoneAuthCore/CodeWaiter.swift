@@ -86,3 +86,54 @@ public final class InboxWaiter<Value: Sendable>: Sendable {
         if finished { hook() }
     }
 }
+
+/// Long-polls on stores that do not exist yet, by store and item key (a number, an email): registered under the
+/// registry lock (`Emulator.waitAsOrphan`), answered by the first send on the store once it exists. `isWaiting` is one
+/// atomic load, what every send pays while nobody waits.
+final class OrphanInbox<Value: Sendable>: Sendable {
+    private struct Table: Sendable {
+        var byKey: [StoreKey: [String: [InboxWaiter<Value>]]] = [:]
+        var count = 0
+    }
+    private let table = Locked(Table())
+    private let total = Atomic<Int>(0)
+
+    var isWaiting: Bool { total.load(ordering: .acquiring) > 0 }
+
+    /// False when `limit` waiters are registered already.
+    func insert(_ key: StoreKey, _ w: InboxWaiter<Value>, limit: Int) -> Bool {
+        table.withLock { t in
+            guard t.count < limit else { return false }
+            t.byKey[key, default: [:]][w.key, default: []].append(w)
+            t.count += 1
+            total.wrappingAdd(1, ordering: .releasing)
+            return true
+        }
+    }
+
+    /// Takes every waiter of `key` waiting for `item`.
+    func take(_ key: StoreKey, _ item: String) -> [InboxWaiter<Value>] {
+        table.withLock { t in
+            guard let list = t.byKey[key]?.removeValue(forKey: item) else { return [] }
+            if t.byKey[key]?.isEmpty == true { t.byKey[key] = nil }
+            t.count -= list.count
+            total.wrappingSubtract(list.count, ordering: .releasing)
+            return list
+        }
+    }
+
+    /// Unregisters one waiter; true if it was still registered.
+    func remove(_ key: StoreKey, _ w: InboxWaiter<Value>) -> Bool {
+        table.withLock { t in
+            guard var list = t.byKey[key]?[w.key] else { return false }
+            let before = list.count
+            list.removeAll { $0 === w }
+            guard list.count != before else { return false }
+            t.byKey[key]?[w.key] = list.isEmpty ? nil : list
+            if t.byKey[key]?.isEmpty == true { t.byKey[key] = nil }
+            t.count -= before - list.count
+            total.wrappingSubtract(before - list.count, ordering: .releasing)
+            return true
+        }
+    }
+}

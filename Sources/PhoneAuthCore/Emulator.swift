@@ -11,12 +11,15 @@ public final class StoreBox: Sendable {
     let committer: JournalCommitter?
     /// This store's event log (Events.swift; shared with any earlier store of the same key).
     let events: EventLog
+    /// Pending sessions across every store (`--max-sessions`): each transaction adds what it changed.
+    let sessionBudget: SessionBudget
 
     /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
-    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog) {
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog, sessionBudget: SessionBudget) {
         self.key = key
         self.committer = committer
         self.events = events
+        self.sessionBudget = sessionBudget
         var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
         store.implicitTenant = implicit && key.tenantId != nil
         state = Locked(GuardedStore(store: store))
@@ -96,6 +99,7 @@ public final class StoreBox: Sendable {
                 removedImplicit = g.store.implicitTenant
                 return nil
             }
+            let sessionsBefore = g.store.sessions.count
             let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
                 var tx = StoreTransaction(box: self, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
                 let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
@@ -106,6 +110,7 @@ public final class StoreBox: Sendable {
                 g.removed = true
                 registry.withLock { r in if r.boxes[key] === self { r.remove(key) } }
             }
+            sessionBudget.add((g.removed ? 0 : g.store.sessions.count) - sessionsBefore)
             if let c = committer {
                 if tx.created { tx.undo.insert(.storeCreated, at: 0) }
                 if !tx.changes.isEmpty {
@@ -148,6 +153,17 @@ public final class StoreBox: Sendable {
     }
 }
 
+/// Pending verification sessions across every store, against `--max-sessions`: each store transaction (and a
+/// rollback, and a restore) adds how much it changed its store's count, under that store's lock.
+final class SessionBudget: Sendable {
+    let limit: Int
+    private let total = Atomic<Int>(0)
+    init(limit: Int) { self.limit = max(1, limit) }
+    var count: Int { total.load(ordering: .relaxed) }
+    var isFull: Bool { count >= limit }
+    func add(_ delta: Int) { if delta != 0 { total.wrappingAdd(delta, ordering: .relaxed) } }
+}
+
 /// The outcome of `signInWithPhoneNumber`.
 public enum PhoneSignInOutcome: Sendable, Equatable {
     /// Signed in; `refreshToken` was stored in the same durable transaction as the user.
@@ -185,23 +201,34 @@ public final class Emulator: Sendable {
     private let defaultStore: StoreBox
     /// Long-polls on a project or tenant that does not exist (yet): they wait here, by store and number, without
     /// creating it; a send checks this table only while it is not empty.
-    private let orphanWaiters = Locked(OrphanWaiters())
-    /// Waiters in `orphanWaiters` (read without its lock on every send).
-    private let orphanTotal = Atomic<Int>(0)
+    let orphanCodes = OrphanInbox<VerificationSession>()
+    /// Out-of-band code long-polls (`oobCodes:wait`) on a project or tenant that does not exist (yet), likewise.
+    let orphanOobCodes = OrphanInbox<OobCode>()
     /// Every store's event log, the event ids and the subscriber cap (Events.swift).
     public let events: EventHub
+    /// Pending sessions in every store, against `--max-sessions`.
+    let sessionBudget: SessionBudget
+    /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
+    private let lastFullSweep = Atomic<Int64>(Int64.min / 2)
+    /// The server is reachable by others (it listens beyond loopback, or has an admin token): the abuse limits of
+    /// `protection.mode` `AUTO` apply (Protection.swift).
+    public let exposed: Bool
 
     /// - Parameters:
     ///   - projectConfigs: configurations for named projects; any other project starts from `ProjectConfig()`.
     public init(defaultProjectId: String, projectConfigs: [String: ProjectConfig] = [:], clock: EmulatorClock = EmulatorClock(),
                 random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil,
                 maxProjects: Int = Emulator.defaultMaxProjects, maxTenantsPerProject: Int = Emulator.defaultMaxTenantsPerProject,
-                maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject,
+                maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject, maxSessions: Int = Emulator.defaultMaxSessions,
+                exposed: Bool = false,
                 commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil) {
         self.defaultProjectId = defaultProjectId
         self.maxProjects = max(1, maxProjects)
         self.maxTenantsPerProject = max(0, maxTenantsPerProject)
         self.maxUsersPerProject = max(1, maxUsersPerProject)
+        self.exposed = exposed
+        let sessionBudget = SessionBudget(limit: maxSessions)
+        self.sessionBudget = sessionBudget
         self.journal = journal
         self.initialConfigs = projectConfigs
         self.clock = clock
@@ -216,11 +243,14 @@ public final class Emulator: Sendable {
         let committer = journal.map { JournalCommitter(journal: $0, logger: logger, refreshTokens: refreshTokens, registry: stores, commitHere: commitHere) }
         self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
-        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer, events: events.log(key, pinned: true))
+        defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer,
+                                events: events.log(key, pinned: true), sessionBudget: sessionBudget)
         stores.withLock { $0.insert(defaultStore) }
     }
 
     public static let defaultMaxProjects = 5000
+    /// Pending verification sessions in all stores: at about 220 bytes each (bench/run), 2 million are ~450 MB.
+    public static let defaultMaxSessions = 2_000_000
     public static let defaultMaxTenantsPerProject = 1000
     /// Measured (release build): a phone user costs about 0.7 KB of RSS, an anonymous signUp user with its refresh
     /// token about 1 KB, one with every free-text field at its limit about 5 KB: 200,000 users are 0.15 to 1 GB.
@@ -238,15 +268,21 @@ public final class Emulator: Sendable {
         guard Identifiers.isValid(key) else {
             logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
                                                                           ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
-            return StoreBox(key: key, config: config, committer: committer, events: EventLog(key: key, hub: events, pinned: true))  // never registered
+            return StoreBox(key: key, config: config, committer: committer, events: EventLog(key: key, hub: events, pinned: true),
+                            sessionBudget: SessionBudget(limit: sessionBudget.limit))  // never registered
         }
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
             if let s = r.boxes[key] { return s }
-            let s = StoreBox(key: key, config: config, committer: committer, implicit: true, events: events.log(key, pinned: true))
+            let s = newBox(key, config: config, implicit: true)
             r.insert(s)
             return s
         }
+    }
+
+    /// A new store for `key` (not registered here), with this emulator's journal, event log and session budget.
+    func newBox(_ key: StoreKey, config: ProjectConfig, implicit: Bool = false) -> StoreBox {
+        StoreBox(key: key, config: config, committer: committer, implicit: implicit, events: events.log(key, pinned: true), sessionBudget: sessionBudget)
     }
 
     /// The store if it exists; never creates one (reads of never-used projects answer from defaults).
@@ -286,9 +322,9 @@ public final class Emulator: Sendable {
                     throw AuthError(.quotaExceeded, "Too many projects: this emulator holds at most \(self.maxProjects) (--max-projects).")
                 }
                 if key.tenantId != nil, r.boxes[key] == nil, r.tenantCount(of: key.projectId) >= self.maxTenantsPerProject { return false }
-                if r.boxes[project] == nil, let projectConfig { r.insert(StoreBox(key: project, config: projectConfig, committer: self.committer, events: self.events.log(project, pinned: true))) }
+                if r.boxes[project] == nil, let projectConfig { r.insert(self.newBox(project, config: projectConfig)) }
                 if key.tenantId != nil, r.boxes[key] == nil, let tenantConfig {
-                    r.insert(StoreBox(key: key, config: tenantConfig, committer: self.committer, implicit: !explicit, events: self.events.log(key, pinned: true)))
+                    r.insert(self.newBox(key, config: tenantConfig, implicit: !explicit))
                 }
                 return true
             }
@@ -386,38 +422,80 @@ public final class Emulator: Sendable {
                                      clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let phone = try PhoneNumber(parsing: raw)
         let now = clock.nowMillis()
-        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
+        makeSessionRoom(now: now)
+        let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
             try tx.checkTenantEnabled()
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
             if tx.phoneUserHasSecondFactors(phone.e164) { throw Self.phoneFirstFactorOfMFAUser }
-            let settings = tx.store.config.phoneAuth
-            if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
-            let preset = tx.store.config.testPhoneNumbers[phone.e164]
-            if preset == nil {
-                try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
-            }
-            let code = preset ?? random.digits(settings.codeLength)
-            var id = SessionID(bytes: random.bytes(SessionID.byteCount))
-            while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
-            let session = VerificationSession(
-                id: id, phoneNumber: phone.e164, code: code, createdAt: now,
-                expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
-                attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
-                fictional: preset != nil, kind: .signIn, appSignatureHash: autoRetrievalHash.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) },
-                sequence: tx.nextSequence)
-            tx.nextSequence += 1
-            tx.save(session)
-            tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: .signIn, session: id, fictional: preset != nil, code: code))
-            tx.sweepExpiredSessions(now: now)
-            notifyWaiters(&tx, session)
-            return (session, preset != nil)
+            return try createSession(&tx, phone: phone, kind: .signIn, owner: nil,
+                                     appSignatureHash: autoRetrievalHash.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) },
+                                     clientIP: clientIP, credentials: credentials, now: now)
         }
-        if fictional {
-            logger.debug("Fictional number \(session.phoneNumber) uses its preset code.", [("project", key.description)])
-        } else {
-            logger.info("To verify the phone number \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
-        }
+        logCode(session, key: key)
         return session.sessionInfo
+    }
+
+    /// Every code is sent through here, first factor and second: scenario numbers, fictional numbers with their preset
+    /// codes, the send policy for every other number (`checkSendPolicy`: app verification, regions, limits, quota),
+    /// the session budget (`--max-sessions`), the journal, the event, the expiry sweep and the inbox's long-polls.
+    func createSession(_ tx: inout StoreTransaction, phone: PhoneNumber, kind: VerificationSession.Kind, owner: String?,
+                       appSignatureHash: String?, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) -> VerificationSession {
+        let settings = tx.store.config.phoneAuth
+        if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
+        let preset = tx.store.config.testPhoneNumbers[phone.e164]
+        if preset == nil {
+            try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+        }
+        if sessionBudget.isFull {
+            // `makeSessionRoom` ran before this transaction; this store's own expired sessions may still make room.
+            tx.sweepExpiredSessions(now: now, shards: SessionTable.shardCount)
+            if sessionBudget.isFull {
+                tx.emit(.limitHit(limit: .quotaExceeded, phoneNumber: phone.e164, ip: clientIP))
+                throw AuthError(.quotaExceeded, "Too many pending verification codes: this emulator holds at most \(sessionBudget.limit) (--max-sessions).")
+            }
+        }
+        var id = SessionID(bytes: random.bytes(SessionID.byteCount))
+        while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
+        var session = VerificationSession(
+            id: id, phoneNumber: phone.e164, code: preset ?? random.digits(settings.codeLength), createdAt: now,
+            expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
+            attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
+            fictional: preset != nil, kind: kind, appSignatureHash: appSignatureHash, sequence: tx.nextSequence)
+        session.owner = owner
+        tx.nextSequence += 1
+        tx.save(session)
+        tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: kind, session: id, fictional: session.fictional, code: session.code))
+        tx.sweepExpiredSessions(now: now)
+        notifyWaiters(&tx, session)
+        return session
+    }
+
+    /// The log line of a sent code: the code itself for numbers that are not fictional (as firebase-tools logs it).
+    func logCode(_ s: VerificationSession, key: StoreKey) {
+        let project = [("project", key.description)]
+        guard !s.fictional else { return logger.debug("Fictional number \(s.phoneNumber) uses its preset code.", project) }
+        switch s.kind {
+        case .signIn: logger.info("To verify the phone number \(s.phoneNumber), use the code \(s.code).", project)
+        case .mfaEnrollment: logger.info("To enroll MFA with \(s.phoneNumber), use the code \(s.code).", project)
+        case .mfaSignIn: logger.info("To sign in with MFA using \(s.phoneNumber), use the code \(s.code).", project)
+        }
+    }
+
+    /// Pending sessions in every store right now (`--max-sessions` counts these).
+    public var pendingSessionTotal: Int { sessionBudget.count }
+
+    /// At the session cap, before a send's transaction (no store lock held): the expired sessions of every store go,
+    /// each store in its own transaction (journaled like any expiry). At most once per second of the emulator clock,
+    /// so sends refused at the cap cost a full sweep only that often; the send's own store is swept again inside its
+    /// transaction.
+    func makeSessionRoom(now: Int64) {
+        guard sessionBudget.isFull else { return }
+        let last = lastFullSweep.load(ordering: .relaxed)
+        guard now < last || now >= last &+ 1000,
+              lastFullSweep.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
+        for box in stores.withLock({ Array($0.boxes.values) }) {
+            _ = try? box.attempt(refreshTokens, stores) { tx throws(AuthError) in tx.sweepExpiredSessions(now: now, shards: SessionTable.shardCount) }
+        }
     }
 
     /// Registers the hooks that answer the long-polls waiting for `session`'s number once it is durable (never with a
@@ -428,49 +506,26 @@ public final class Emulator: Sendable {
             let box = tx.box
             tx.onCommit { [self] in fireWaiters(box, session) }
         }
-        if orphanTotal.load(ordering: .acquiring) > 0 {
+        if orphanCodes.isWaiting {
             let key = tx.key
-            tx.onCommit { [self] in fireOrphans(key, session) }
-        }
-    }
-
-    /// Registers the hooks that answer the long-polls of every number whose masked form is `session`'s (a masked MFA
-    /// send, `+*******0100`, is a code for the enrolled number it stands for): a scan of the waiting numbers (at most
-    /// `maxWaitersPerStore`), on this rare path only.
-    func notifyMaskedWaiters(_ tx: inout StoreTransaction, _ session: VerificationSession) {
-        if !tx.store.waiters.isEmpty {
-            let numbers = tx.store.waiters.keys.filter { MultiFactor.mask($0) == session.phoneNumber }
-            if !numbers.isEmpty {
-                let box = tx.box
-                tx.onCommit { [self] in for n in numbers { fireWaiters(box, session, number: n) } }
+            tx.onCommit { [self] in
+                let orphans = orphanCodes.take(key, session.phoneNumber)
+                waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
+                for w in orphans { w.fire(session) }
             }
         }
-        if orphanTotal.load(ordering: .acquiring) > 0 {
-            let key = tx.key
-            tx.onCommit { [self] in fireOrphans(key, session) { MultiFactor.mask($0) == session.phoneNumber } }
-        }
     }
 
-    /// Answers the long-polls waiting for `number` (by default `session`'s number) with `session`.
-    private func fireWaiters(_ box: StoreBox, _ session: VerificationSession, number: String? = nil) {
+    /// Answers the long-polls waiting for `session`'s number with `session`.
+    private func fireWaiters(_ box: StoreBox, _ session: VerificationSession) {
         let waiting = box.state.withLock { g -> [CodeWaiter] in
-            guard let ready = g.store.waiters.removeValue(forKey: number ?? session.phoneNumber) else { return [] }
+            guard let ready = g.store.waiters.removeValue(forKey: session.phoneNumber) else { return [] }
             g.store.waiterCount -= ready.count
             return ready
         }
         guard !waiting.isEmpty else { return }
         waiterTotal.wrappingSubtract(waiting.count, ordering: .relaxed)
         for w in waiting { w.fire(session) }
-    }
-
-    /// Answers the long-polls that began on `key` before its store existed and wait for `session`'s number (or for the
-    /// numbers `matching` accepts).
-    private func fireOrphans(_ key: StoreKey, _ session: VerificationSession, numbers matching: ((String) -> Bool)? = nil) {
-        let orphans = orphanWaiters.withLock { o in matching.map { o.take(key, where: $0) } ?? o.take(key, phone: session.phoneNumber) }
-        guard !orphans.isEmpty else { return }
-        orphanTotal.wrappingSubtract(orphans.count, ordering: .releasing)
-        waiterTotal.wrappingSubtract(orphans.count, ordering: .relaxed)
-        for w in orphans { w.fire(session) }
     }
 
     /// At most this many `verificationCodes:wait` long-polls per project (or tenant) at once.
@@ -496,41 +551,18 @@ public final class Emulator: Sendable {
         while true {
             guard let existing = existingStore(key) else {
                 guard timeoutSeconds > 0 else { callback(nil); return nil }
-                // Registered under the registry lock, so the store cannot appear in between: a send on the store
-                // created afterwards finds this waiter in `orphanWaiters`.
-                enum Outcome { case orphan, full, exists }
-                let outcome = stores.withLock { r -> Outcome in
-                    if r.boxes[key] != nil { return .exists }
-                    return orphanWaiters.withLock { o -> Outcome in
-                        guard o.count < Self.maxWaitersPerStore else { return .full }
-                        o.insert(key, waiter)
-                        orphanTotal.wrappingAdd(1, ordering: .releasing)
-                        return .orphan
-                    }
-                }
-                switch outcome {
-                case .full: throw exhausted
-                case .exists: continue
-                case .orphan:
-                    waiterTotal.wrappingAdd(1, ordering: .relaxed)
-                    waiter.setCancelHook { [self] in _ = dropOrphan(key, waiter) }
-                    waiter.startTimer(seconds: timeoutSeconds) { [self] in
-                        if dropOrphan(key, waiter) { waiter.fire(nil) }
-                    }
-                    return waiter
-                }
+                guard try waitAsOrphan(orphanCodes, key, waiter, timeoutSeconds: timeoutSeconds, exhausted: exhausted, onDrop: { [self] in
+                    waiterTotal.wrappingSubtract(1, ordering: .relaxed)
+                }) else { continue }
+                waiterTotal.wrappingAdd(1, ordering: .relaxed)
+                return waiter
             }
             box = existing
             // Check and register under one lock, so a send cannot slip in between.
             enum Registered { case removed, answered(VerificationSession, (ticket: UInt64, generation: UInt64)), none, waiting }
             let outcome = try box.state.withLock { g throws(AuthError) -> Registered in
                 if g.removed { return .removed }  // deleted or reclaimed meanwhile: look the key up again
-                // The newest pending code for the number, or for its masked form (the iOS SDK's masked MFA send).
-                let own = g.store.sessions.newest(phone: phone)
-                let masked = MultiFactor.isMasked(phone) ? nil : g.store.sessions.newest(phone: MultiFactor.mask(phone))
-                if let newest = [own, masked].compactMap({ $0 }).max(by: { $0.sequence < $1.sequence }) {
-                    return .answered(newest, box.pending(g))
-                }
+                if let newest = g.store.sessions.newest(phone: phone) { return .answered(newest, box.pending(g)) }
                 guard timeoutSeconds > 0 else { return .none }
                 guard g.store.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
                 g.store.waiters[phone, default: []].append(waiter)
@@ -572,14 +604,30 @@ public final class Emulator: Sendable {
         return removed
     }
 
-    /// Unregisters a waiter on a store that did not exist; true if it was still registered.
-    private func dropOrphan(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
-        let removed = orphanWaiters.withLock { $0.remove(key, w) }
-        if removed {
-            orphanTotal.wrappingSubtract(1, ordering: .releasing)
-            waiterTotal.wrappingSubtract(1, ordering: .relaxed)
+    /// Registers a long-poll on a store that does not exist yet, under the registry lock (so the store cannot appear
+    /// in between: whatever creates it and sends there finds the waiter in `inbox`), with its timer and cancel hook;
+    /// `onDrop` runs when it leaves unanswered. False: the store exists by now (look again). Throws `exhausted` past
+    /// `maxWaitersPerStore` such waiters in all. Reads never create a project: this is how a wait on one does not.
+    func waitAsOrphan<V: Sendable>(_ inbox: OrphanInbox<V>, _ key: StoreKey, _ waiter: InboxWaiter<V>, timeoutSeconds: Double,
+                                   exhausted: AuthError, onDrop: @escaping @Sendable () -> Void = {}) throws(AuthError) -> Bool {
+        // nil: the store exists; else whether there was room.
+        let registered = stores.withLock { r -> Bool? in
+            if r.boxes[key] != nil { return nil }
+            return inbox.insert(key, waiter, limit: Self.maxWaitersPerStore)
         }
-        return removed
+        switch registered {
+        case false?: throw exhausted
+        case nil: return false
+        case true?:
+            waiter.setCancelHook { if inbox.remove(key, waiter) { onDrop() } }
+            waiter.startTimer(seconds: timeoutSeconds) {
+                if inbox.remove(key, waiter) {
+                    onDrop()
+                    waiter.fire(nil)
+                }
+            }
+            return true
+        }
     }
 
     /// A Google error chosen by a scenario number (`CODE` or `CODE : detail`); ErrorWire gives it its HTTP status.
@@ -595,13 +643,14 @@ public final class Emulator: Sendable {
     /// Verifies a code (or replays a temporary proof) and signs in, creates, links or re-authenticates a user.
     /// - Parameter tokenUser: the verified identity of a request's `idToken` (link / re-auth), already checked.
     public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
-                                      phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?) throws(AuthError) -> PhoneSignInOutcome {
+                                      phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?,
+                                      clientIP: String? = nil) throws(AuthError) -> PhoneSignInOutcome {
         let now = clock.nowMillis()
         // One transaction: the consumed session, the user and its refresh token commit together or not at all.
         // (With a blocking function configured the API splits this in two around the call: BlockingFunctionsFlows.swift.)
         return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
             let plan = try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
-                                           phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, now: now)
+                                           phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, clientIP: clientIP, now: now)
             switch consume plan {
             case .done(let outcome): return outcome
             case .signIn(let user, let isNew, _): return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
@@ -853,37 +902,3 @@ struct StoreRegistry: Sendable {
     }
 }
 
-/// Long-polls on stores that do not exist yet, by store and number.
-struct OrphanWaiters: Sendable {
-    var byKey: [StoreKey: [String: [CodeWaiter]]] = [:]
-    var count = 0
-
-    mutating func insert(_ key: StoreKey, _ w: CodeWaiter) {
-        byKey[key, default: [:]][w.phone, default: []].append(w)
-        count += 1
-    }
-
-    mutating func take(_ key: StoreKey, phone: String) -> [CodeWaiter] {
-        guard let list = byKey[key]?.removeValue(forKey: phone) else { return [] }
-        if byKey[key]?.isEmpty == true { byKey[key] = nil }
-        count -= list.count
-        return list
-    }
-
-    /// Takes the waiters of every number of `key` that `matches`.
-    mutating func take(_ key: StoreKey, where matches: (String) -> Bool) -> [CodeWaiter] {
-        guard let phones = byKey[key]?.keys.filter(matches), !phones.isEmpty else { return [] }
-        return phones.flatMap { take(key, phone: $0) }
-    }
-
-    mutating func remove(_ key: StoreKey, _ w: CodeWaiter) -> Bool {
-        guard var list = byKey[key]?[w.phone] else { return false }
-        let before = list.count
-        list.removeAll { $0 === w }
-        guard list.count != before else { return false }
-        byKey[key]?[w.phone] = list.isEmpty ? nil : list
-        if byKey[key]?.isEmpty == true { byKey[key] = nil }
-        count -= before - list.count
-        return true
-    }
-}

@@ -34,6 +34,7 @@ extension AuthError.Code {
     public static let invalidMfaPendingCredential = Self("INVALID_MFA_PENDING_CREDENTIAL")
     public static let invalidMfaPhoneNumber = Self("INVALID_MFA_PHONE_NUMBER")
     public static let invalidOobCode = Self("INVALID_OOB_CODE")
+    public static let invalidPassword = Self("INVALID_PASSWORD")
     public static let invalidPasswordHash = Self("INVALID_PASSWORD_HASH")
     public static let invalidPhoneNumber = Self("INVALID_PHONE_NUMBER")
     public static let invalidPhotoUrl = Self("INVALID_PHOTO_URL")

@@ -47,6 +47,29 @@ public struct ExpiringTable<Value: Sendable>: Sendable {
         return e.value
     }
 
+    /// Changes the live value for `key` in place (its deadline and its place in the eviction order stay); false when
+    /// absent or expired.
+    @discardableResult
+    public mutating func update(_ key: String, now: Int64, _ body: (inout Value) -> Void) -> Bool {
+        guard let i = entries.index(forKey: key), now < entries.values[i].expiresAt else { return false }
+        body(&entries.values[i].value)
+        return true
+    }
+
+    /// The newest live entry `matches` accepts, scanning from the newest: O(count) at worst (bounded by
+    /// `capacity`), for rare paths only.
+    public func newest(now: Int64, where matches: (String, Value) -> Bool) -> (key: String, value: Value)? {
+        var i = order.count
+        while i > head {
+            i -= 1
+            let item = order[i]
+            if let e = entries[item.key], e.sequence == item.sequence, now < e.expiresAt, matches(item.key, e.value) {
+                return (item.key, e.value)
+            }
+        }
+        return nil
+    }
+
     /// Removes `key` and returns its value if it was still live (single-use credentials).
     public mutating func take(_ key: String, now: Int64) -> Value? {
         guard let e = entries.removeValue(forKey: key) else { return nil }

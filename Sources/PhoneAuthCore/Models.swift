@@ -169,6 +169,8 @@ public struct AuthStore: Sendable {
     public var tenant: TenantSettings?
     /// Opt-in send limits' windows.
     public var windows = SendWindows()
+    /// Failure counters of the abuse limits (Protection.swift).
+    public var protection = ProtectionState()
     /// Minted app credentials, iOS receipts and recorded pushes.
     public var credentials = CredentialState()
     /// Inbox long-polls waiting for a number's next code (`verificationCodes:wait`), by number.

@@ -94,11 +94,26 @@ public struct MFAConfig: Sendable, Equatable {
     }
 }
 
-/// Who passed a first factor and still owes the second (behind an `mfaPendingCredential`).
+/// Who passed a first factor and still owes the second (behind an `mfaPendingCredential`), and the codes sent for it:
+/// only a code sent to this pending sign-in finalizes it.
 public struct PendingMFA: Sendable, Equatable {
     public let localId: String
     /// The first factor (`password`, `emailLink`, an IdP id): the final tokens' `sign_in_provider`.
     public let signInProvider: String
+    /// The sessions sent for this sign-in (`mfaSignIn:start`, or the iOS SDK's masked send), oldest first; the newest
+    /// `maxBoundSessions` are kept.
+    public var sessions: [SessionID] = []
+    /// Codes sent for it in all, and wrong codes given for it (the abuse limits of Protection.swift count them).
+    public var sent: Int32 = 0
+    public var failedCodes: Int32 = 0
+
+    /// Sessions a pending sign-in remembers: older ones can no longer finalize it.
+    public static let maxBoundSessions = 16
+
+    init(localId: String, signInProvider: String) {
+        self.localId = localId
+        self.signInProvider = signInProvider
+    }
 }
 
 /// What a first-factor sign-in does next (`Emulator.passFirstFactor`).
@@ -303,52 +318,14 @@ extension Emulator {
         }
     }
 
-    // MARK: sending MFA codes
-
-    /// Creates an MFA session for `phone` (kind and owner given) through the same checks as a first-factor send:
-    /// scenario numbers, fictional numbers with their preset codes, app verification, regions, limits, the inbox and
-    /// its long-polls. Returns the session and whether the number was fictional.
-    func createMFASession(_ tx: inout StoreTransaction, phone: PhoneNumber, kind: VerificationSession.Kind, owner: String,
-                          clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) -> (VerificationSession, Bool) {
-        guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
-        let settings = tx.store.config.phoneAuth
-        if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
-        let preset = tx.store.config.testPhoneNumbers[phone.e164]
-        if preset == nil {
-            try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
-        }
-        var id = SessionID(bytes: random.bytes(SessionID.byteCount))
-        while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
-        var session = VerificationSession(
-            id: id, phoneNumber: phone.e164, code: preset ?? random.digits(settings.codeLength), createdAt: now,
-            expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
-            attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
-            fictional: preset != nil, kind: kind, appSignatureHash: nil, sequence: tx.nextSequence)
-        session.owner = owner
-        tx.nextSequence += 1
-        tx.save(session)
-        tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: kind, session: id, fictional: preset != nil, code: session.code))
-        tx.sweepExpiredSessions(now: now)
-        notifyWaiters(&tx, session)
-        return (session, preset != nil)
-    }
-
-    private func logMFACode(_ s: VerificationSession, fictional: Bool, key: StoreKey) {
-        if fictional {
-            logger.debug("Fictional number \(s.phoneNumber) uses its preset code.", [("project", key.description)])
-        } else if s.kind == .mfaEnrollment {
-            logger.info("To enroll MFA with \(s.phoneNumber), use the code \(s.code).", [("project", key.description)])
-        } else {
-            logger.info("To sign in with MFA using \(s.phoneNumber), use the code \(s.code).", [("project", key.description)])
-        }
-    }
-
     /// Checks and consumes a code: `MISSING_SESSION_INFO`/`MISSING_CODE` are the caller's; unknown session (or one
     /// `accepts` refuses) `INVALID_SESSION_INFO`, expired `SESSION_EXPIRED`, out of attempts
-    /// `TOO_MANY_ATTEMPTS_TRY_LATER`, scenario `onSignIn`, wrong `INVALID_CODE` (an attempt used). The matching
-    /// session is deleted (single use).
-    func consumeCode(_ tx: inout StoreTransaction, sessionInfo: String, code: String, now: Int64,
-                     accepts: (VerificationSession) -> Bool) throws(AuthError) -> VerificationSession {
+    /// `TOO_MANY_ATTEMPTS_TRY_LATER`, scenario `onSignIn`, too many wrong codes from this IP address or for this number
+    /// (the abuse limits, Protection.swift) `TOO_MANY_ATTEMPTS_TRY_LATER`, wrong `INVALID_CODE` (an attempt used, the
+    /// failure counted, `onWrongCode` called). The matching session is deleted (single use).
+    func consumeCode(_ tx: inout StoreTransaction, sessionInfo: String, code: String, clientIP: String?, now: Int64,
+                     accepts: (VerificationSession) -> Bool,
+                     onWrongCode: (inout StoreTransaction, VerificationSession) -> Void = { _, _ in }) throws(AuthError) -> VerificationSession {
         guard let sid = SessionID(sessionInfo), var session = tx.store.sessions[sid], accepts(session) else {
             throw AuthError(.invalidSessionInfo)
         }
@@ -366,11 +343,14 @@ extension Emulator {
         if let scenario = tx.store.config.phoneAuth.scenarioNumbers[session.phoneNumber]?.onSignIn {
             throw Self.scenarioError(scenario)
         }
+        try checkCodeGuessLimits(&tx, session, clientIP: clientIP, now: now)
         guard constantTimeEquals(code, session.code) else {
             if let left = session.attemptsLeft {
                 session.attemptsLeft = left - 1
                 tx.save(session)
             }
+            countWrongCode(&tx, session, clientIP: clientIP, now: now)
+            onWrongCode(&tx, session)
             tx.emit(.codeRejected(phoneNumber: session.phoneNumber, kind: session.kind, session: sid, reason: .invalidCode,
                                   attemptsLeft: session.attemptsLeft))
             throw AuthError(.invalidCode)
@@ -387,7 +367,8 @@ extension Emulator {
     public func startMFAEnrollment(_ key: StoreKey, identity: TokenIdentity, hasEnrollmentInfo: Bool, phoneNumber: String?,
                                    clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let now = clock.nowMillis()
-        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
+        makeSessionRoom(now: now)
+        let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
             try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
@@ -399,10 +380,11 @@ extension Emulator {
             let phone = try PhoneNumber(parsing: phoneNumber)
             guard !user.mfaInfo.contains(where: { $0.phoneInfo == phone.e164 }) else { throw Self.secondFactorExists }
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
-            return try createMFASession(&tx, phone: phone, kind: .mfaEnrollment, owner: user.localId,
-                                        clientIP: clientIP, credentials: credentials, now: now)
+            guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
+            return try createSession(&tx, phone: phone, kind: .mfaEnrollment, owner: user.localId, appSignatureHash: nil,
+                                     clientIP: clientIP, credentials: credentials, now: now)
         }
-        logMFACode(session, fictional: fictional, key: key)
+        logCode(session, key: key)
         return session.sessionInfo
     }
 
@@ -411,7 +393,7 @@ extension Emulator {
     /// this user, or a first-factor session (the iOS SDK in testing mode sends its enrollment code through
     /// `sendVerificationCode`).
     public func finalizeMFAEnrollment(_ key: StoreKey, identity: TokenIdentity, sessionInfo: String?, code: String?,
-                                      displayName: String?) throws(AuthError) -> MFATokens {
+                                      displayName: String?, clientIP: String? = nil) throws(AuthError) -> MFATokens {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
             try tx.checkTenantEnabled()
@@ -420,7 +402,9 @@ extension Emulator {
             guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
-            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, now: now) { s in
+            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, clientIP: clientIP, now: now) { s in
+                // This user's enrollment code, or a code for the number sent through `sendVerificationCode` (the iOS
+                // SDK in testing mode): either proves the number is the user's.
                 (s.kind == .mfaEnrollment && s.owner == identity.localId) || (s.kind == .signIn && s.owner == nil)
             }
             guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
@@ -475,11 +459,15 @@ extension Emulator {
         return (p, user)
     }
 
-    /// `mfaSignIn:start`: sends a code to the enrolled number `mfaEnrollmentId` of the pending credential's user.
+    /// `mfaSignIn:start`: sends a code to the enrolled number `mfaEnrollmentId` of the pending credential's user, bound
+    /// to this pending sign-in (only it can finalize with that code), through the same pipeline as every send. With the
+    /// abuse limits on, a pending sign-in sends at most `protection.sessionsPerMfaSignIn` codes (fictional numbers
+    /// exempt).
     public func startMFASignIn(_ key: StoreKey, pendingCredential: String?, mfaEnrollmentId: String?,
                                clientIP: String? = nil, credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
         let now = clock.nowMillis()
-        let (session, fictional) = try transaction(key) { tx throws(AuthError) -> (VerificationSession, Bool) in
+        makeSessionRoom(now: now)
+        let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
             try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let pendingCredential, !pendingCredential.isEmpty else {
@@ -488,39 +476,59 @@ extension Emulator {
             guard let mfaEnrollmentId, !mfaEnrollmentId.isEmpty else {
                 throw AuthError(.missingMfaEnrollmentId, "No second factor identifier is provided.")
             }
-            let (_, user) = try Self.pending(&tx, pendingCredential, now: now)
+            let (pending, user) = try Self.pending(&tx, pendingCredential, now: now)
             guard let enrollment = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId }) else {
                 throw AuthError(.mfaEnrollmentNotFound)
             }
             let phone = try PhoneNumber(parsing: enrollment.phoneInfo)
-            return try createMFASession(&tx, phone: phone, kind: .mfaSignIn, owner: user.localId,
-                                        clientIP: clientIP, credentials: credentials, now: now)
+            guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
+            let config = tx.store.config
+            if config.testPhoneNumbers[phone.e164] == nil, protectionOn(config), config.protection.sessionsPerMfaSignIn > 0,
+               pending.sent >= config.protection.sessionsPerMfaSignIn {
+                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: clientIP))
+                throw AuthError(.tooManyAttemptsTryLater)
+            }
+            let session = try createSession(&tx, phone: phone, kind: .mfaSignIn, owner: user.localId, appSignatureHash: nil,
+                                            clientIP: clientIP, credentials: credentials, now: now)
+            tx.mfaPending.update(pendingCredential, now: now) { p in
+                p.sessions.append(session.id)
+                if p.sessions.count > PendingMFA.maxBoundSessions { p.sessions.removeFirst() }
+                p.sent &+= 1
+            }
+            return session
         }
-        logMFACode(session, fictional: fictional, key: key)
+        logCode(session, key: key)
         return session.sessionInfo
     }
 
-    /// `mfaSignIn:finalize`: checks the code, then the pending credential (single use: consumed on success), finds
-    /// the enrollment by the session's number (raw, or masked as the iOS SDK's testing mode sends it), sets
-    /// `lastLoginAt` and issues tokens with the second factor.
+    /// `mfaSignIn:finalize`: checks the pending credential, then the code — which must be one sent to this pending
+    /// sign-in (`PendingMFA.sessions`) for one of its user's enrolled numbers — consumes both (the credential is single
+    /// use), sets `lastLoginAt` and issues tokens with the second factor. With the abuse limits on, a pending sign-in
+    /// that has had `protection.failedCodesPerMfaSignIn` wrong codes is revoked (`TOO_MANY_ATTEMPTS_TRY_LATER`).
     /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
     public func finalizeMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?,
-                                  changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> MFATokens {
+                                  clientIP: String? = nil, changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> MFATokens {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
             try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
-            let owner = tx.store.mfaPending.peek(pendingCredential, now: now)?.localId
-            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, now: now) { s in
-                // This user's MFA sign-in code, or a code sent through `sendVerificationCode` (iOS testing mode).
-                (s.kind == .mfaSignIn && (s.owner == nil || s.owner == owner)) || (s.kind == .signIn && s.owner == nil)
+            let (pending, _) = try Self.pending(&tx, pendingCredential, now: now)
+            let config = tx.store.config
+            if protectionOn(config), config.protection.failedCodesPerMfaSignIn > 0, pending.failedCodes >= config.protection.failedCodesPerMfaSignIn {
+                _ = tx.mfaPending.take(pendingCredential, now: now)
+                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: clientIP))
+                throw AuthError(.tooManyAttemptsTryLater)
             }
-            let (pending, found) = try Self.pending(&tx, pendingCredential, now: now)
-            var user = found
-            guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber || $0.maskedPhone == session.phoneNumber })
-            else { throw AuthError(.mfaEnrollmentNotFound) }
+            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, clientIP: clientIP, now: now, accepts: { s in
+                s.kind == .mfaSignIn && s.owner == pending.localId && pending.sessions.contains(s.id)
+            }, onWrongCode: { tx, s in
+                if !s.fictional { tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 } }
+            })
+            guard var user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
+            let found = user
+            guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber }) else { throw AuthError(.mfaEnrollmentNotFound) }
             guard !user.disabled else { throw AuthError(.userDisabled) }
             changes?.apply(to: &user)
             user.lastLoginAt = now
@@ -538,43 +546,33 @@ extension Emulator {
         }
     }
 
-    /// The iOS SDK in testing mode starts an MFA sign-in with `sendVerificationCode {phoneNumber: "+*******0100"}`
-    /// (the masked hint, not `mfaSignIn:start`). Such a session is an MFA sign-in session without an owner: only
-    /// `mfaSignIn:finalize` consumes it, for a pending user with an enrollment of that masked form. Its code is the
-    /// preset one when exactly one fictional number of the store has that masked form, else random; app
-    /// verification (ENFORCE) and the send limits apply as to any non-fictional send.
+    /// The iOS SDK with app verification disabled for testing starts an MFA sign-in with `sendVerificationCode
+    /// {phoneNumber: "+*******0100"}`: the masked hint, with no pending credential (firebase-ios-sdk#11079). The hint
+    /// stands for the pending sign-in it came from: the newest live pending credential of this store whose user has an
+    /// enrollment of that masked form, and that enrollment (the first of that form). Nil when there is none.
+    public func resolveMaskedMFASignIn(_ key: StoreKey, maskedPhone: String) -> (pendingCredential: String, mfaEnrollmentId: String)? {
+        guard MultiFactor.isMasked(maskedPhone), let box = existingStore(key) else { return nil }
+        let now = clock.nowMillis()
+        return box.read { s -> (pendingCredential: String, mfaEnrollmentId: String)? in
+            var found: (pendingCredential: String, mfaEnrollmentId: String)? = nil
+            _ = s.mfaPending.newest(now: now) { token, p in
+                guard let e = s.users[p.localId]?.mfaInfo.first(where: { $0.maskedPhone == maskedPhone }) else { return false }
+                found = (token, e.mfaEnrollmentId)
+                return true
+            }
+            return found
+        }
+    }
+
+    /// The iOS masked send, resolved (`resolveMaskedMFASignIn`) and sent exactly as `mfaSignIn:start` sends: to the
+    /// enrolled number the hint stands for (its preset code only if that number is fictional), bound to that pending
+    /// sign-in, through every send policy. A hint that stands for no pending sign-in is `INVALID_PHONE_NUMBER`, as
+    /// production answers a masked number.
     public func sendMaskedMFACode(_ key: StoreKey, maskedPhone: String, clientIP: String? = nil,
                                   credentials: AppCredentials = AppCredentials()) throws(AuthError) -> String {
-        let now = clock.nowMillis()
-        let session = try transaction(key) { tx throws(AuthError) -> VerificationSession in
-            try tx.checkTenantEnabled()
-            guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
-            let settings = tx.store.config.phoneAuth
-            let presets = tx.store.config.testPhoneNumbers.filter { MultiFactor.mask($0.key) == maskedPhone }
-            let preset = presets.count == 1 ? presets.first?.value : nil
-            if preset == nil {
-                if settings.appVerification == .enforce { try Self.verifyApp(&tx.credentials, credentials, now: now) }
-                if settings.smsQuota.max > 0 {
-                    let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(settings.smsQuota.perSeconds) * 1000)
-                    if n >= settings.smsQuota.max { throw AuthError(.quotaExceeded, "Exceeded quota.") }
-                    tx.windows.quota.append(now)
-                }
-            }
-            var id = SessionID(bytes: random.bytes(SessionID.byteCount))
-            while tx.store.sessions.contains(id) { id = SessionID(bytes: random.bytes(SessionID.byteCount)) }
-            let session = VerificationSession(
-                id: id, phoneNumber: maskedPhone, code: preset ?? random.digits(settings.codeLength), createdAt: now,
-                expiresAt: settings.sessionTtlSeconds > 0 ? now + Int64(settings.sessionTtlSeconds) * 1000 : nil,
-                attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
-                fictional: preset != nil, kind: .mfaSignIn, appSignatureHash: nil, sequence: tx.nextSequence)
-            tx.nextSequence += 1
-            tx.save(session)
-            tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: .mfaSignIn, session: id, fictional: preset != nil, code: session.code))
-            tx.sweepExpiredSessions(now: now)
-            notifyMaskedWaiters(&tx, session)
-            return session
+        guard let (credential, enrollmentId) = resolveMaskedMFASignIn(key, maskedPhone: maskedPhone) else {
+            throw AuthError(.invalidPhoneNumber, "Invalid format.")
         }
-        logger.info("To sign in with MFA using \(session.phoneNumber), use the code \(session.code).", [("project", key.description)])
-        return session.sessionInfo
+        return try startMFASignIn(key, pendingCredential: credential, mfaEnrollmentId: enrollmentId, clientIP: clientIP, credentials: credentials)
     }
 }

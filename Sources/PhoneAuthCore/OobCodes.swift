@@ -136,6 +136,10 @@ extension Emulator {
             tx.save(c)
             tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
             if tx.store.oob.waiters[c.email] != nil { tx.onCommit { [self] in fireOobWaiters(box, c) } }
+            if orphanOobCodes.isWaiting {
+                let key = tx.key
+                tx.onCommit { [self] in for w in orphanOobCodes.take(key, c.email) { w.fire(c) } }
+            }
             return c
         }
         let what: String
@@ -198,9 +202,17 @@ extension Emulator {
     public func waitForOobCode(_ key: StoreKey, email: String, timeoutSeconds: Double,
                                callback: @escaping @Sendable (OobCode?) -> Void) throws(AuthError) -> InboxWaiter<OobCode>? {
         let email = email.lowercased()
-        // Waiting needs a store to register in; an unknown project is admitted by the caller first.
-        let box = store(key)
         let waiter = InboxWaiter<OobCode>(key: email, callback: callback)
+        let exhausted = AuthError(.resourceExhausted, "Too many oobCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).")
+        // A read never creates the project or tenant: on one that does not exist yet the poll waits beside the
+        // registry, and the first code made there (which creates the store) answers it.
+        var found = existingStore(key)
+        while found == nil {
+            guard timeoutSeconds > 0 else { callback(nil); return nil }
+            if try waitAsOrphan(orphanOobCodes, key, waiter, timeoutSeconds: timeoutSeconds, exhausted: exhausted) { return waiter }
+            found = existingStore(key)
+        }
+        guard let box = found else { return nil }
         var pending: (ticket: UInt64, generation: UInt64) = (0, 0)
         let newest = try box.state.withLock { g throws(AuthError) -> OobCode? in
             if let newest = g.store.oob.table.newest(email: email) {
@@ -208,9 +220,7 @@ extension Emulator {
                 return newest
             }
             guard timeoutSeconds > 0 else { return nil }
-            guard g.store.oob.waiterCount < Self.maxWaitersPerStore else {
-                throw AuthError(.resourceExhausted, "Too many oobCodes:wait requests are pending for this project (at most \(Self.maxWaitersPerStore)).")
-            }
+            guard g.store.oob.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
             g.store.oob.waiters[email, default: []].append(waiter)
             g.store.oob.waiterCount += 1
             return nil

@@ -73,9 +73,17 @@ public struct ProjectConfig: Sendable, Equatable {
     public var tenantPolicy = TenantPolicy()
     /// SMS multi-factor (`mfa` here and in the v2 config, `mfaConfig` on tenants): ENABLED with PHONE_SMS by default.
     public var mfa = MFAConfig()
-    /// The official emulator's config keys (`signIn.allowDuplicateEmails`, `emailPrivacyConfig`): stored and returned.
+    /// The official emulator's config key `signIn.allowDuplicateEmails`: stored and returned.
     public var allowDuplicateEmails = false
-    public var enableImprovedEmailPrivacy = false
+    /// `emailPrivacyConfig.enableImprovedEmailPrivacy`: production's email enumeration protection, on by default as for
+    /// every project created since September 2023: a wrong password and an unknown email both answer
+    /// `INVALID_LOGIN_CREDENTIALS`, `createAuthUri` says nothing about the email, a password reset for an unknown email
+    /// answers as for a known one. `false`: the legacy codes (`EMAIL_NOT_FOUND`, `INVALID_PASSWORD`), as the official
+    /// emulator answers by default.
+    public var enableImprovedEmailPrivacy = true
+    /// `protection` (Protection.swift): production's limits on guessing codes and passwords, on when the server is
+    /// reachable by others unless configured.
+    public var protection = ProtectionConfig()
     /// `blockingFunctions` (BlockingFunctions.swift): the functions called before a user is created, signs in, or an SMS is sent.
     public var blockingFunctions = BlockingFunctionsConfig()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
@@ -110,6 +118,7 @@ public struct ProjectConfig: Sendable, Equatable {
         pa["scenarioNumbers"] = .object(sc)
         o["phoneAuth"] = .object(pa)
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
+        o["protection"] = protection.json
         o["blockingFunctions"] = blockingFunctions.json
         return .object(o)
     }
@@ -148,6 +157,7 @@ public struct ProjectConfig: Sendable, Equatable {
                     enableImprovedEmailPrivacy = try Self.bool(v2, p2)
                 }
             case "phoneAuth": try applyPhoneAuth(v, path: p)
+            case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
             case "tenants":

@@ -136,6 +136,10 @@ public struct StoreTransaction {
         get { p.pointee.credentials }
         nonmutating _modify { yield &p.pointee.credentials }
     }
+    public var protection: ProtectionState {
+        get { p.pointee.protection }
+        nonmutating _modify { yield &p.pointee.protection }
+    }
     public var temporaryProofs: ExpiringTable<String> {
         get { p.pointee.temporaryProofs }
         nonmutating _modify { yield &p.pointee.temporaryProofs }
@@ -235,9 +239,14 @@ public struct StoreTransaction {
         return before.count
     }
 
-    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
-    mutating func sweepExpiredSessions(now: Int64) {
-        guard p.pointee.nextSequence & 255 == 0 else { return }
+    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends); `shards`: this many now
+    /// (the session cap's full sweep passes `SessionTable.shardCount`).
+    mutating func sweepExpiredSessions(now: Int64, shards: Int = 0) {
+        guard shards > 0 || p.pointee.nextSequence & 255 == 0 else { return }
+        for _ in 0..<max(1, shards) { sweepOneShard(now: now) }
+    }
+
+    private mutating func sweepOneShard(now: Int64) {
         for gone in p.pointee.sessions.sweepNextShardSessions(now: now) {
             if journaled {
                 undo.append(.session(gone.id, gone))
@@ -542,6 +551,8 @@ final class JournalCommitter: Sendable {
                 // pending state took an older one, so `outcome` finds its ticket below.
                 let generation = failureGeneration.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
                 var tickets = Set<UInt64>()
+                let sessionsBefore = g.removed ? 0 : g.store.sessions.count
+                defer { box.sessionBudget.add((g.removed ? 0 : g.store.sessions.count) - sessionsBefore) }
                 while let top = g.undo.last, top.ticket >= from {
                     g.undo.removeLast()
                     tickets.insert(top.ticket)

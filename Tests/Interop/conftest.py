@@ -9,6 +9,8 @@ import threading
 import time
 import uuid
 
+import shutil
+
 import pytest
 import requests
 
@@ -140,3 +142,27 @@ def admin(fresh, monkeypatch):
     app = firebase_admin.initialize_app(options={"projectId": "demo-phone"}, name=f"admin-{uuid.uuid4()}")
     yield emu, app
     firebase_admin.delete_app(app)
+
+
+# -- a real browser (Debian's chromium and chromium-driver, selenium from PyPI) --------------------------------------
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+except ImportError:  # pragma: no cover - depends on the machine
+    webdriver = None
+
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HAVE_BROWSER = webdriver is not None and os.path.exists(CHROMEDRIVER) and os.path.exists(CHROMIUM)
+if not HAVE_BROWSER and os.environ.get("CONSOLE_BROWSER_REQUIRED") == "1":
+    raise RuntimeError("CONSOLE_BROWSER_REQUIRED=1 but chromium, chromium-driver or selenium is missing")
+
+
+def headless_chromium(*flags, options=None):
+    """Headless Chromium through chromedriver, with `flags` added."""
+    opts = options or Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", *flags):
+        opts.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)

@@ -9,7 +9,6 @@ from PyPI: skipped when one is missing, unless CONSOLE_BROWSER_REQUIRED=1 (CI), 
 import base64
 import json
 import os
-import shutil
 import tempfile
 import time
 
@@ -18,21 +17,13 @@ import requests
 
 from conftest import FICTIONAL, FICTIONAL_CODE, Emulator
 
-try:
-    from selenium import webdriver
+from conftest import HAVE_BROWSER, headless_chromium
+
+if HAVE_BROWSER:
     from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-except ImportError:  # pragma: no cover - depends on the machine
-    webdriver = None
-
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-HAVE_BROWSER = webdriver is not None and os.path.exists(DRIVER) and os.path.exists(CHROMIUM)
-if not HAVE_BROWSER and os.environ.get("CONSOLE_BROWSER_REQUIRED") == "1":
-    raise RuntimeError("CONSOLE_BROWSER_REQUIRED=1 but chromium, chromium-driver or selenium is missing")
 browser_only = pytest.mark.skipif(not HAVE_BROWSER, reason="needs chromium, chromium-driver and selenium")
 
 SHOTS = os.environ.get("CONSOLE_SCREENSHOTS") or tempfile.mkdtemp(prefix="console-shots-")
@@ -61,14 +52,10 @@ def events_available(emu):
 
 def make_browser(width=1280, height=900, phone=False):
     opts = Options()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 f"--window-size={width},{height}"):
-        opts.add_argument(flag)
     if phone:  # a desktop window cannot be narrower than 500 px: emulate the phone's screen instead
         opts.add_experimental_option("mobileEmulation", {"deviceMetrics": {"width": width, "height": height, "pixelRatio": 2}})
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+    return headless_chromium(f"--window-size={width},{height}", options=opts)
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,9 @@ def test_imported_email_user_without_a_password_has_no_password_provider(tenant_
     user = auth.get_user("nopw", app=app)
     assert user.email == "nopw@example.com" and user.provider_data == []
     assert [p.provider_id for p in auth.get_user("withphone", app=app).provider_data] == ["phone"]
+    # With email enumeration protection off, as the official emulator's default, createAuthUri tells.
+    r = emu.session.patch(f"{emu.url}/emulator/v1/projects/demo-phone/config", json={"emailPrivacyConfig": {"enableImprovedEmailPrivacy": False}})
+    assert r.status_code == 200, r.text
     r = emu.itk("createAuthUri", {"identifier": "nopw@example.com", "continueUri": "http://localhost/"})
     assert r.status_code == 200 and r.json()["registered"] is True
     assert "allProviders" not in r.json() and "signinMethods" not in r.json()

@@ -272,6 +272,35 @@ final class BlockingFunctionsTests: XCTestCase, AppCalling {
         XCTAssertEqual(got[0].payload["user_record"]?["tenant_id"], .string(tenant))
     }
 
+    /// A flow's first call has the deadline counted from when the flow was queued: one that waited longer than the
+    /// deadline for a pool thread gets no time at all (its call is never made); a later call of the same flow, and a
+    /// flow that did not wait, get the whole deadline.
+    func testAQueuedFlowsFirstCallCountsItsTimeInTheQueue() throws {
+        let now = Locked<Int64>(0)
+        let calls = BlockingCalls(timeoutMillis: 1000, threads: 1, now: { now.withLock { $0 } })
+        let gate = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let budgets = Locked<[Int64]>([])
+        try calls.submit({ gate.wait(); return Reply(["first": true]) }, logger: .quiet, complete: { _ in finished.signal() })
+        try calls.submit({
+            let t = now.withLock { $0 }
+            budgets.withLock { $0 += [calls.callBudget(startingAt: t), calls.callBudget(startingAt: t)] }
+            return Reply(["second": true])
+        }, logger: .quiet, complete: { _ in finished.signal() })
+        now.withLock { $0 = 1500 }  // the second flow has waited 1.5 s for the only thread
+        gate.signal()
+        finished.wait()
+        finished.wait()
+        XCTAssertEqual(budgets.withLock { $0 }, [-500, 1000])
+        try calls.submit({
+            budgets.withLock { $0 = [calls.callBudget(startingAt: now.withLock { $0 })] }
+            return Reply(["third": true])
+        }, logger: .quiet, complete: { _ in finished.signal() })
+        finished.wait()
+        XCTAssertEqual(budgets.withLock { $0 }, [1000])
+        calls.shutdown()
+    }
+
     /// While every pool thread waits on a hanging function, other projects' flows (no function) and `GET /` all
     /// complete, and calls beyond the bound are refused at once instead of queueing without end.
     func testAHangingFunctionHoldsNoLoopAndNoOtherProject() {

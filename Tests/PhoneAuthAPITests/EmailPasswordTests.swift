@@ -34,6 +34,11 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         return r.1
     }
 
+    /// `emailPrivacyConfig.enableImprovedEmailPrivacy: false`: the legacy answers that say whether an email is registered.
+    func legacyEmailPrivacy() {
+        XCTAssertEqual(call("PATCH", "/emulator/v1/projects/demo-phone/config", #"{"emailPrivacyConfig":{"enableImprovedEmailPrivacy":false}}"#).0, 200)
+    }
+
     func signIn(_ email: String, _ password: String) -> (Int, JSON) {
         itk("signInWithPassword", #"{"email":"\#(email)","password":"\#(password)","returnSecureToken":true}"#)
     }
@@ -179,8 +184,28 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
 
     // MARK: createAuthUri
 
+    func testCreateAuthUriWithEmailEnumerationProtectionSaysNothingAboutTheEmail() {
+        signUp("u@example.com", "secret1")
+        let known = itk("createAuthUri", #"{"identifier":"U@example.com","continueUri":"http://localhost"}"#).1
+        let unknown = itk("createAuthUri", #"{"identifier":"x@example.com","continueUri":"http://localhost","sessionId":"s1"}"#).1
+        XCTAssertEqual(Set(known.objectValue?.keys ?? []), ["kind", "sessionId"])
+        XCTAssertEqual(unknown, ["kind": "identitytoolkit#CreateAuthUriResponse", "sessionId": "s1"])
+        // A wrong password and an unknown email look the same too; a reset for an unknown email answers as for a known one.
+        XCTAssertEqual(message(signIn("u@example.com", "wrong!!")), "INVALID_LOGIN_CREDENTIALS")
+        XCTAssertEqual(message(signIn("x@example.com", "secret1")), "INVALID_LOGIN_CREDENTIALS")
+        let reset = itk("sendOobCode", #"{"requestType":"PASSWORD_RESET","email":"X@example.com"}"#)
+        XCTAssertEqual(reset.0, 200)
+        XCTAssertEqual(reset.1, ["kind": "identitytoolkit#GetOobConfirmationCodeResponse", "email": "x@example.com"])
+        XCTAssertTrue(inboxCodes().isEmpty, "nothing is made for an unknown email")
+        // The legacy answers with the protection off.
+        legacyEmailPrivacy()
+        XCTAssertEqual(message(signIn("u@example.com", "wrong!!")), "INVALID_PASSWORD")
+        XCTAssertEqual(message(signIn("x@example.com", "secret1")), "EMAIL_NOT_FOUND")
+    }
+
     func testCreateAuthUri() {
         signUp("u@example.com", "secret1")
+        legacyEmailPrivacy()
         let known = itk("createAuthUri", #"{"identifier":"U@example.com","continueUri":"http://localhost"}"#).1
         XCTAssertEqual(known["registered"], true)
         XCTAssertEqual(known["signinMethods"], ["password"])
@@ -220,6 +245,7 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
 
     func testPasswordResetFlow() throws {
         signUp("r@example.com", "secret1")
+        legacyEmailPrivacy()
         XCTAssertEqual(message(itk("sendOobCode", #"{"requestType":"PASSWORD_RESET","email":"none@example.com"}"#)), "EMAIL_NOT_FOUND")
         XCTAssertEqual(message(itk("sendOobCode", #"{"requestType":"PASSWORD_RESET"}"#)), "MISSING_EMAIL")
         XCTAssertEqual(message(itk("sendOobCode", #"{"email":"r@example.com"}"#)), "MISSING_REQ_TYPE")
@@ -233,7 +259,7 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(message(itk("resetPassword", #"{"oobCode":"\#(code)","newPassword":"12345"}"#)), "WEAK_PASSWORD : Password should be at least 6 characters")
         XCTAssertEqual(itk("resetPassword", #"{"oobCode":"\#(code)","newPassword":"secret2"}"#).0, 200)
         XCTAssertEqual(message(itk("resetPassword", #"{"oobCode":"\#(code)","newPassword":"secret3"}"#)), "INVALID_OOB_CODE")
-        XCTAssertEqual(message(signIn("r@example.com", "secret1")), "INVALID_LOGIN_CREDENTIALS")
+        XCTAssertEqual(message(signIn("r@example.com", "secret1")), "INVALID_PASSWORD", "the legacy code with email enumeration protection off")
         XCTAssertEqual(signIn("r@example.com", "secret2").0, 200)
         XCTAssertEqual(message(itk("resetPassword", "{}")), "MISSING_OOB_CODE")
         XCTAssertEqual(message(itk("resetPassword", #"{"oobCode":"nope"}"#)), "INVALID_OOB_CODE")
@@ -372,6 +398,7 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         let r = call("POST", v3 + "verifyPassword?key=k", #"{"email":"ios@example.com","password":"secret1","returnSecureToken":true}"#)
         XCTAssertEqual(r.0, 200)
         XCTAssertEqual(r.1["kind"], "identitytoolkit#VerifyPasswordResponse")
+        legacyEmailPrivacy()
         XCTAssertEqual(call("POST", v3 + "createAuthUri?key=k", #"{"identifier":"ios@example.com","continueUri":"http://localhost"}"#).1["registered"], true)
         XCTAssertEqual(call("POST", v3 + "getOobConfirmationCode?key=k", #"{"requestType":"PASSWORD_RESET","email":"ios@example.com"}"#).0, 200)
         let code = inboxCodes().first?["oobCode"]?.stringValue ?? ""

@@ -24,8 +24,10 @@ final class WireFormTests: XCTestCase, AppCalling {
 
     func providerIds(_ user: JSON) -> [String] { user["providerUserInfo"]?.arrayValue?.compactMap { $0["providerId"]?.stringValue } ?? [] }
 
+    /// createAuthUri with email enumeration protection off (`enableImprovedEmailPrivacy: false`), where it tells.
     func authUri(_ email: String) -> JSON {
-        itk("createAuthUri", #"{"identifier":"\#(email)","continueUri":"http://localhost/"}"#).1
+        _ = call("PATCH", "/emulator/v1/projects/demo-phone/config", #"{"emailPrivacyConfig":{"enableImprovedEmailPrivacy":false}}"#)
+        return itk("createAuthUri", #"{"identifier":"\#(email)","continueUri":"http://localhost/"}"#).1
     }
 
     // MARK: the password provider

@@ -217,27 +217,32 @@ final class InboxWaiterTests: XCTestCase {
         XCTAssertEqual(emulator.store(key).read { $0.waiters.count }, 0)
     }
 
-    /// The iOS SDK's masked MFA send (`+*******0001`) is a code for the enrolled number it stands for: it answers that
-    /// number's long polls (not another number's), and a poll that begins afterwards gets it at once; a later code
-    /// for the number itself wins over it.
-    func testAMaskedMFASendAnswersTheNumbersItStandsFor() throws {
+    /// The iOS SDK's masked MFA send (`+*******0001`) is a code for the enrolled number of the pending sign-in it
+    /// stands for: it answers that number's long polls, not another number's, not even one of the same masked form.
+    func testAMaskedMFASendIsACodeForTheEnrolledNumberItStandsFor() throws {
+        var c = UserChanges()
+        c.mfaInfo = [MFAEnrollment(mfaEnrollmentId: "e1", phoneInfo: "+15550000001", displayName: nil, enrolledAt: 1)]
+        _ = try emulator.createUser(key, localId: "m", changes: c)
+        XCTAssertThrowsError(try emulator.sendMaskedMFACode(key, maskedPhone: "+*******0001"), "no pending sign-in yet") { e in
+            XCTAssertEqual((e as? AuthError)?.code, .invalidPhoneNumber)
+        }
+        guard case .mfaRequired = try emulator.passFirstFactor(key, localId: "m", signInProvider: "password") else { return XCTFail() }
         let fired = Locked<[String]>([])
         let waiting = try XCTUnwrap(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in
             fired.withLock { $0.append(s?.sessionInfo ?? "timeout") }
         })
-        let other = try XCTUnwrap(try emulator.waitForCode(key, phone: "+15550000002", timeoutSeconds: 60) { _ in
-            fired.withLock { $0.append("other") }
+        let sameMask = try XCTUnwrap(try emulator.waitForCode(key, phone: "+16660000001", timeoutSeconds: 60) { _ in
+            fired.withLock { $0.append("same mask") }
         })
         let masked = try emulator.sendMaskedMFACode(key, maskedPhone: "+*******0001")
         XCTAssertEqual(fired.withLock { $0 }, [masked])
-        XCTAssertTrue(waiting.isFinished && !other.isFinished)
-        let got = Locked<VerificationSession?>(nil)
-        XCTAssertNil(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in got.withLock { $0 = s } })
-        XCTAssertEqual(got.withLock { $0 }?.sessionInfo, masked, "pending: answered at once")
-        let own = try emulator.sendVerificationCode(key, phoneNumber: "+15550000001")
-        XCTAssertNil(try emulator.waitForCode(key, phone: "+15550000001", timeoutSeconds: 60) { s in got.withLock { $0 = s } })
-        XCTAssertEqual(got.withLock { $0 }?.sessionInfo, own, "the newer code")
-        other.cancel()
+        XCTAssertTrue(waiting.isFinished && !sameMask.isFinished)
+        let session = try XCTUnwrap(emulator.verificationCodes(key, phone: "+15550000001").first)
+        XCTAssertEqual(session.sessionInfo, masked)
+        XCTAssertEqual(session.kind, .mfaSignIn)
+        XCTAssertEqual(session.owner, "m")
+        XCTAssertTrue(emulator.verificationCodes(key, phone: "+*******0001").isEmpty, "nothing is stored under the mask")
+        sameMask.cancel()
         XCTAssertEqual(emulator.pendingWaiterCount, 0)
     }
 
