@@ -482,9 +482,8 @@ extension Emulator {
             }
             let phone = try PhoneNumber(parsing: enrollment.phoneInfo)
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
-            let config = tx.store.config
-            if config.testPhoneNumbers[phone.e164] == nil, protectionOn(config), config.protection.sessionsPerMfaSignIn > 0,
-               pending.sent >= config.protection.sessionsPerMfaSignIn {
+            if tx.store.config.testPhoneNumbers[phone.e164] == nil, let limits = activeProtection(tx), limits.sessionsPerMfaSignIn > 0,
+               pending.sent >= limits.sessionsPerMfaSignIn {
                 tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: clientIP))
                 throw AuthError(.tooManyAttemptsTryLater)
             }
@@ -515,8 +514,7 @@ extension Emulator {
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
             let (pending, _) = try Self.pending(&tx, pendingCredential, now: now)
-            let config = tx.store.config
-            if protectionOn(config), config.protection.failedCodesPerMfaSignIn > 0, pending.failedCodes >= config.protection.failedCodesPerMfaSignIn {
+            if let limits = activeProtection(tx), limits.failedCodesPerMfaSignIn > 0, pending.failedCodes >= limits.failedCodesPerMfaSignIn {
                 _ = tx.mfaPending.take(pendingCredential, now: now)
                 tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: clientIP))
                 throw AuthError(.tooManyAttemptsTryLater)

@@ -110,12 +110,16 @@ extension Emulator {
     /// reachable by others).
     func protectionOn(_ config: ProjectConfig) -> Bool { config.protection.isOn(exposed: exposed) }
 
+    /// The store's limits if they apply now (read in place: copying the config costs a retain per field, on every
+    /// code check).
+    func activeProtection(_ tx: StoreTransaction) -> ProtectionConfig? {
+        tx.store.config.protection.isOn(exposed: exposed) ? tx.store.config.protection : nil
+    }
+
     /// Before a code is checked: refuses it (`TOO_MANY_ATTEMPTS_TRY_LATER`, nothing consumed) when its IP address or
     /// its number has failed too often in the window. Fictional numbers are exempt.
     func checkCodeGuessLimits(_ tx: inout StoreTransaction, _ session: VerificationSession, clientIP: String?, now: Int64) throws(AuthError) {
-        let config = tx.store.config
-        guard !session.fictional, protectionOn(config) else { return }
-        let limits = config.protection
+        guard !session.fictional, let limits = activeProtection(tx) else { return }
         if let ip = clientIP, ProtectionState.reached(tx.protection.failedCodesByIP, ip, limits.failedCodesPerIp, now: now) {
             tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: session.phoneNumber, ip: ip))
             throw AuthError(.tooManyAttemptsTryLater)
@@ -128,10 +132,9 @@ extension Emulator {
 
     /// After a wrong code: counts it for its IP address and its number (fictional numbers are exempt).
     func countWrongCode(_ tx: inout StoreTransaction, _ session: VerificationSession, clientIP: String?, now: Int64) {
-        let config = tx.store.config
-        guard !session.fictional, protectionOn(config) else { return }
-        if let ip = clientIP { ProtectionState.count(&tx.protection.failedCodesByIP, ip, config.protection.failedCodesPerIp, now: now) }
-        ProtectionState.count(&tx.protection.failedCodesByPhone, session.phoneNumber, config.protection.failedCodesPerPhoneNumber, now: now)
+        guard !session.fictional, let limits = activeProtection(tx) else { return }
+        if let ip = clientIP { ProtectionState.count(&tx.protection.failedCodesByIP, ip, limits.failedCodesPerIp, now: now) }
+        ProtectionState.count(&tx.protection.failedCodesByPhone, session.phoneNumber, limits.failedCodesPerPhoneNumber, now: now)
     }
 
     /// `TOO_MANY_ATTEMPTS_TRY_LATER` (production's lockout text) while the account has had too many wrong passwords in
