@@ -53,6 +53,26 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
 
 extension JSON {
     public static func int<I: BinaryInteger>(_ value: I) -> JSON { .number(Double(value)) }
+
+    /// An Int64 stored exactly: JSON numbers are doubles, exact only up to 2^53, so larger magnitudes are written as
+    /// decimal strings (what the journal and exports store; `exactInt64` reads both).
+    public static func exactInt(_ v: Int64) -> JSON { v.magnitude <= 1 << 53 ? .int(v) : .string(String(v)) }
+    public static func exactInt(_ v: UInt64) -> JSON { v <= 1 << 53 ? .int(v) : .string(String(v)) }
+
+    /// Reads what `exactInt` wrote, and plain numbers. A number beyond Int64 saturates instead of failing (an older
+    /// version could store one from a client value, and that must not make a whole record unreadable).
+    public var exactInt64: Int64? {
+        switch self {
+        case .string(let s): return Int64(s)
+        case .number(let d):
+            guard d.isFinite else { return nil }
+            if let exact = int64Value { return exact }
+            if d >= 9.2e18 { return Int64.max }
+            if d <= -9.2e18 { return Int64.min }
+            return Int64(d.rounded(.towardZero))
+        default: return nil
+        }
+    }
 }
 
 /// An insertion-ordered JSON object with O(1) amortised insert and lookup.

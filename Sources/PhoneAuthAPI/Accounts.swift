@@ -2,39 +2,53 @@ import EmulatorSupport
 import JWT
 import PhoneAuthCore
 
-/// Reading `UserChanges` from a request body (shared by create and update).
+/// Reading `UserChanges` from a request body (shared by create and update), through the user field table: each field
+/// the caller may set (`UserField.access`) under its request keys, `deleteAttribute`, and the password.
 extension Call {
     func userChanges(privileged: Bool) throws(AuthError) -> UserChanges {
+        let table = emulator.userFields
         var c = UserChanges()
-        if let v = try string("displayName") { c.displayName = .set(v) }
-        if let v = try string("photoUrl") { c.photoUrl = .set(v) }
-        if let v = try string("email") { c.email = v.isEmpty ? .clear : .set(v) }
-        if let v = try string("password") { (c.passwordHash, c.salt) = try Passwords.checkedHash(v, random: emulator.random) }
+        let mine: UserField.Access = privileged ? .admin : .client
+        for f in table.fields where f.access.contains(.client) {
+            if let v = try requestValue(f) { c[field: f.name] = try f.fromRequest(v) }
+        }
+        if let v = try string("password") {
+            let (hash, salt) = try Passwords.checkedHash(v, random: emulator.random)
+            c.password = PasswordChange(hash: hash, salt: salt)
+        }
         for attr in try strings("deleteAttribute") {
-            switch attr {
-            case "DISPLAY_NAME": c.displayName = .clear
-            case "PHOTO_URL": c.photoUrl = .clear
-            case "EMAIL": c.email = .clear
-            case "PASSWORD": c.clearPassword = true
-            default: throw AuthError.invalidJSON("Invalid value at 'delete_attribute' (TYPE_ENUM), \"\(attr)\"")
+            if attr == "PASSWORD" {
+                if c.password == nil { c.password = .remove } else { c.password?.clear = true }
+            } else if let f = table.fields.first(where: { $0.deleteAttribute == attr }) {
+                c[field: f.name] = .clear
+            } else {
+                throw AuthError.invalidJSON("Invalid value at 'delete_attribute' (TYPE_ENUM), \"\(attr)\"")
             }
         }
-        let adminOnly = ["customAttributes", "disableUser", "disabled", "emailVerified", "createdAt", "lastLoginAt"]
+        let adminOnly = table.fields.filter { !$0.access.contains(.client) && $0.access.contains(.admin) }
         if !privileged {
-            for k in adminOnly where body[k] != nil && body[k] != .null {
-                if k == "customAttributes" { throw AuthError(.insufficientPermission) }
-                throw AuthError(.operationNotAllowed)
-            }
+            // A field the user may not set: refused (claims with INSUFFICIENT_PERMISSION before anything else), or ignored.
+            let present = adminOnly.filter { f in f.clientRefusal != nil && f.requestKeys.contains { body[$0] != nil && body[$0] != .null } }
+            if present.contains(where: { $0.clientRefusal == .insufficientPermission }) { throw AuthError(.insufficientPermission) }
+            if let f = present.first, let code = f.clientRefusal { throw AuthError(code) }
             return c
         }
-        if let v = try string("phoneNumber") { c.phoneNumber = v.isEmpty ? .clear : .set(v) }
-        if let v = try bool("emailVerified") { c.emailVerified = v }
-        if let v = try bool("disableUser") { c.disabled = v } else if let v = try bool("disabled") { c.disabled = v }
-        if let v = try string("customAttributes") { c.customAttributes = try CustomClaims.validate(v.isEmpty ? "{}" : v) }
-        if let v = try int("validSince") { c.validSince = try TimeField.validSince.check(v) }
-        if let v = try int("createdAt") { c.createdAt = try TimeField.createdAt.check(v) }
-        if let v = try int("lastLoginAt") { c.lastLoginAt = try TimeField.lastLoginAt.check(v) }
+        for f in adminOnly where f.access.contains(mine) {
+            if let v = try requestValue(f) { c[field: f.name] = try f.fromRequest(v) }
+        }
         return c
+    }
+
+    /// The first of `f`'s request keys the body has, read as the field's kind (with the wire's type errors).
+    func requestValue(_ f: UserField) throws(AuthError) -> JSON? {
+        for key in f.requestKeys {
+            switch f.requestKind {
+            case .string: if let v = try string(key) { return .string(v) }
+            case .bool: if let v = try bool(key) { return .bool(v) }
+            case .int64: if let v = try int(key) { return .exactInt(v) }
+            }
+        }
+        return nil
     }
 
     /// An integer field given as a JSON number or a decimal string (proto JSON int64).
@@ -47,29 +61,6 @@ extension Call {
         default: break
         }
         throw AuthError.invalidJSON("Invalid value at '\(name)' (TYPE_INT64), \(v.serializedString.prefix(100))")
-    }
-}
-
-/// Client-supplied account times: epoch milliseconds (`createdAt`, `lastLoginAt`) or seconds (`validSince`) from the
-/// epoch to 9999-12-31T23:59:59.999Z, the range a protobuf Timestamp (and RFC 3339) can express. Anything else is
-/// refused before it is stored, so every stored time formats, sorts and survives a data-dir restart.
-enum TimeField: String {
-    case createdAt, lastLoginAt, validSince
-
-    var maximum: Int64 { self == .validSince ? Timestamp.maxSeconds : Timestamp.maxMillis }
-
-    func isValid(_ v: Int64) -> Bool { v >= 0 && v <= maximum }
-
-    /// What an import's per-user error and the 400 say.
-    var rangeText: String {
-        self == .validSince
-            ? "\(rawValue) must be seconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59Z)"
-            : "\(rawValue) must be milliseconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59.999Z)"
-    }
-
-    func check(_ v: Int64) throws(AuthError) -> Int64 {
-        guard isValid(v) else { throw AuthError.invalidArgument(rangeText + ".") }
-        return v
     }
 }
 
@@ -181,7 +172,7 @@ enum UpdateAccount {
         o.set("photoUrl", user.photoUrl.map(JSON.string))
         o.set("phoneNumber", user.phoneNumber.map(JSON.string))
         if user.email != nil { o["emailVerified"] = .bool(user.emailVerified) }
-        o["providerUserInfo"] = UserJSON.render(user)["providerUserInfo"] ?? []
+        o["providerUserInfo"] = app.emulator.userFields.render(user)["providerUserInfo"] ?? []
         if let identity, let refresh, let provider = grant?.signInProvider {
             o["idToken"] = .string(try app.idToken(for: user, key: key, signInProvider: provider, authTime: identity.authTime))
             o["refreshToken"] = .string(refresh)

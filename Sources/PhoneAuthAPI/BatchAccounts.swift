@@ -15,7 +15,7 @@ enum BatchAccounts {
             limit = n == -1 ? Int.max : n
         }
         let users = app.emulator.listUsers(key, after: call.queryValue("nextPageToken"), limit: limit)
-        var o: JSONObject = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map(UserJSON.render))]
+        var o: JSONObject = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { app.emulator.userFields.render($0) })]
         if limit != Int.max, users.count == limit, let last = users.last {
             if !app.emulator.listUsers(key, after: last.localId, limit: 1).isEmpty { o["nextPageToken"] = .string(last.localId) }
         }
@@ -66,7 +66,7 @@ enum BatchAccounts {
         guard offset >= 0, limit >= 0 else { throw AuthError.invalidArgument("offset and limit must not be negative.") }
         let page = Array(users.dropFirst(offset).prefix(limit))
         var o: JSONObject = ["recordsCount": .string(String(page.count))]
-        if try call.bool("returnUserInfo") ?? true { o["userInfo"] = .array(page.map(UserJSON.render)) }
+        if try call.bool("returnUserInfo") ?? true { o["userInfo"] = .array(page.map { app.emulator.userFields.render($0) }) }
         return Reply(.object(o))
     }
 
@@ -96,41 +96,14 @@ enum BatchAccounts {
             if let t = stringField(u["tenantId"]), !t.isEmpty, t != key.tenantId {
                 fail("Tenant id in userInfo does not match the tenant id in request."); continue
             }
-            var c = UserChanges()
-            if let v = stringField(u["displayName"]) { c.displayName = .set(v) }
-            if let v = stringField(u["photoUrl"]) { c.photoUrl = .set(v) }
-            if let v = stringField(u["email"]) {
-                guard v.contains("@") else { fail("email is invalid"); continue }
-                c.email = .set(v)
-            }
-            if let v = u["emailVerified"]?.boolValue { c.emailVerified = v }
-            if let v = u["disabled"]?.boolValue { c.disabled = v }
-            if let v = stringField(u["phoneNumber"]) {
-                guard (try? PhoneNumber(parsing: v)) != nil else { fail("phone number format is invalid"); continue }
-                c.phoneNumber = .set(v)
-            }
-            if let v = stringField(u["customAttributes"]) {
-                do { c.customAttributes = try CustomClaims.validate(v) } catch { fail("Invalid claims: \(error.wire.message)"); continue }
-            }
-            var badTime: String? = nil
-            for field in [TimeField.createdAt, .lastLoginAt, .validSince] {
-                guard let raw = u[field.rawValue], raw != .null, raw != "" else { continue }
-                guard let v = intField(raw), field.isValid(v) else { badTime = field.rangeText; break }
-                switch field {
-                case .createdAt: c.createdAt = v
-                case .lastLoginAt: c.lastLoginAt = v
-                case .validSince: c.validSince = v
-                }
-            }
-            if let badTime { fail(badTime); continue }
-            switch MFAImport.parse(u["mfaInfo"], email: stringField(u["email"]), emailVerified: u["emailVerified"]?.boolValue ?? false,
-                                   emulator: app.emulator) {
-            case .success(let list): c.mfaInfo = list
+            // Every field imports may set, through the user field table (PhoneAuthCore/UserFields.swift).
+            var c: UserChanges
+            switch app.emulator.userFields.importChanges(u, input: UserFieldInput(random: app.emulator.random, now: app.emulator.clock.nowMillis())) {
+            case .success(let changes): c = changes
             case .failure(let e): fail(e.message); continue
             }
             if let pw = ImportedPassword.changes(u, random: app.emulator.random) {
-                (c.passwordHash, c.salt, c.passwordUpdatedAt) = pw
-                c.passwordRevokesTokens = false
+                c.password = PasswordChange(hash: pw.hash, salt: pw.salt, updatedAt: pw.updatedAt, revokesTokens: false)
             }
             valid.append((i, localId, c))
         }
@@ -146,19 +119,6 @@ enum BatchAccounts {
         return errors.sorted { $0.index < $1.index }
     }
 
-    static func stringField(_ v: JSON?) -> String? {
-        switch v {
-        case .string(let s)?: return s
-        case .number?: return v?.int64Value.map { String($0) }
-        default: return nil
-        }
-    }
-
-    static func intField(_ v: JSON?) -> Int64? {
-        switch v {
-        case .number?: return v?.int64Value
-        case .string(let s)?: return Int64(s)
-        default: return nil
-        }
-    }
+    /// A string, or a number written as one (imports coerce them, as firebase-tools does).
+    static func stringField(_ v: JSON?) -> String? { UserFields.text(v) }
 }

@@ -133,7 +133,7 @@ public final class BlockingCalls: Sendable {
         guard let (uri, config) = trigger(app, key, ctx.event) else { return nil }
         let timeoutSeconds = Int64((timeoutMillis + 999) / 1000)
         let claims = BlockingFunctions.claims(ctx, uri: uri, config: config, nowSeconds: app.emulator.clock.nowSeconds(), timeoutSeconds: timeoutSeconds,
-                                              eventId: app.emulator.random.token(byteCount: 16))
+                                              eventId: app.emulator.random.token(byteCount: 16), fields: app.emulator.userFields)
         let jwt: String
         do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
         let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)

@@ -51,7 +51,7 @@ public enum ExportImport {
         func accounts(_ key: StoreKey) -> JSON {
             let users = app.emulator.existingStore(key)?.read { s in s.users.keys.sorted().compactMap { s.users[$0] } } ?? []
             total += users.count
-            return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map(UserJSON.render))]
+            return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { app.emulator.userFields.render($0) })]
         }
         try write(authFD, "accounts.json", accounts(root))
         var written = 0

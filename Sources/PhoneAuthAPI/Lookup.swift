@@ -9,7 +9,7 @@ enum Lookup {
         let idToken = try call.string("idToken")
         if let idToken, !idToken.isEmpty {
             let (_, user) = try app.verifiedUser(idToken, call: call, tenant: try call.readTenant())
-            o["users"] = [UserJSON.render(user, forClient: true)]
+            o["users"] = [app.emulator.userFields.render(user, forClient: true)]
             return Reply(.object(o))
         }
         guard call.privileged else { throw AuthError(.missingIdToken) }
@@ -26,7 +26,7 @@ enum Lookup {
             for e in emails.sorted() { add(s.user(email: e)) }  // the email index: O(emails)
             return out
         } ?? []
-        if !users.isEmpty { o["users"] = .array(users.map(UserJSON.render)) }
+        if !users.isEmpty { o["users"] = .array(users.map { app.emulator.userFields.render($0) }) }
         return Reply(.object(o))
     }
 }

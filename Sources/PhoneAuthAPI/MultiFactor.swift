@@ -3,19 +3,6 @@ import PhoneAuthCore
 
 /// The wire shapes of SMS second factors.
 public enum MFAJSON {
-    /// A user record's `mfaInfo` (lookup, batchGet, query, export): the number in full, as the official emulator also
-    /// writes `unobfuscatedPhoneInfo`.
-    static func enrollments(_ list: [MFAEnrollment]) -> JSON {
-        .array(list.map { e in
-            var o: JSONObject = ["phoneInfo": .string(e.phoneInfo)]
-            o.set("displayName", e.displayName.map(JSON.string))
-            o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
-            o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: e.enrolledAt))
-            o["unobfuscatedPhoneInfo"] = .string(e.phoneInfo)
-            return .object(o)
-        })
-    }
-
     /// The hints a first-factor reply carries: `{mfaEnrollmentId, displayName?, enrolledAt, phoneInfo: "+*******0100"}`.
     static func hints(_ list: [MFAEnrollment]) -> JSON {
         .array(list.map { e in
@@ -75,51 +62,6 @@ extension Call {
         }
         return info
     }
-}
-
-/// Batch imports (`accounts:batchCreate`, firebase-tools `accounts.json`): a user's `mfaInfo`, with the official
-/// emulator's per-user messages. Nil when the record has none.
-enum MFAImport {
-    static func parse(_ v: JSON?, email: String?, emailVerified: Bool, emulator: Emulator) -> Result<[MFAEnrollment]?, MFAImportError> {
-        guard let v, v != .null else { return .success(nil) }
-        guard case .array(let items) = v else { return .failure(.init("mfaInfo must be an array")) }
-        if items.isEmpty { return .success([]) }
-        guard email != nil else { return .failure(.init("Second factor account requires email to be presented.")) }
-        guard emailVerified else { return .failure(.init("Second factor account requires email to be verified.")) }
-        guard items.count <= MultiFactor.maxEnrollments else { return .failure(.init(AuthError(.secondFactorLimitExceeded).description)) }
-        var ids = Set<String>()
-        for item in items {
-            if let id = item["mfaEnrollmentId"]?.stringValue, !id.isEmpty {
-                guard ids.insert(id).inserted else { return .failure(.init("Enrollment id already exists.")) }
-                guard Identifiers.isValidMFAEnrollmentID(id) else { return .failure(.init(AuthError(.invalidMfaEnrollmentId).description)) }
-            }
-        }
-        let now = emulator.clock.nowMillis()
-        var out: [MFAEnrollment] = []
-        var phones = Set<String>()
-        for item in items {
-            guard let raw = item["phoneInfo"]?.stringValue else { return .failure(.init("Second factor not supported.")) }
-            guard let phone = try? PhoneNumber(parsing: raw).e164 else { return .failure(.init("Phone number format is invalid")) }
-            guard phones.insert(phone).inserted else { continue }
-            var id = item["mfaEnrollmentId"]?.stringValue ?? ""
-            if id.isEmpty {
-                repeat { id = emulator.random.alphanumeric(28) } while ids.contains(id)
-                ids.insert(id)
-            }
-            let name = item["displayName"]?.stringValue
-            if let name, Identifiers.containsControlCharacters(name) || name.utf8.count > 256 {
-                return .failure(.init("mfaInfo displayName must be at most 256 bytes without control characters"))
-            }
-            let at = item["enrolledAt"]?.stringValue.flatMap(MultiFactor.parseRFC3339) ?? now
-            out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: name, enrolledAt: at))
-        }
-        return .success(out)
-    }
-}
-
-struct MFAImportError: Error {
-    let message: String
-    init(_ m: String) { message = m }
 }
 
 /// `v2/accounts/mfaEnrollment:{start,finalize,withdraw}` and `v2/accounts/mfaSignIn:{start,finalize}`.

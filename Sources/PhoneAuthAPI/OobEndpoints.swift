@@ -122,7 +122,7 @@ enum ApplyActionCode {
         o["emailVerified"] = .bool(user.emailVerified)
         o.set("displayName", user.displayName.map(JSON.string))
         o.set("photoUrl", user.photoUrl.map(JSON.string))
-        o["providerUserInfo"] = UserJSON.render(user)["providerUserInfo"] ?? []
+        o["providerUserInfo"] = app.emulator.userFields.render(user)["providerUserInfo"] ?? []
         o.set("newEmail", code.newEmail.map(JSON.string))
         return Reply(.object(o))
     }

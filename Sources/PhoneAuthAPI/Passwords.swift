@@ -83,7 +83,7 @@ enum Passwords {
     }
 
     /// What production shows a non-admin caller instead of a hash ("REDACTED", base64).
-    static let redacted = "UkVEQUNURUQ="
+    static let redacted = UserFields.redactedPasswordHash
 }
 
 /// The password of an imported record (batchCreate, firebase-tools import): our own `passwordHash`/`salt` as exported;
@@ -92,7 +92,7 @@ enum Passwords {
 /// as given (kept in exports; it cannot sign in).
 enum ImportedPassword {
     static func changes(_ u: JSONObject, random: any RandomSource) -> (hash: String, salt: String?, updatedAt: Int64?)? {
-        let updatedAt = BatchAccounts.intField(u["passwordUpdatedAt"]).flatMap { TimeField.createdAt.isValid($0) ? $0 : nil }
+        let updatedAt = UserFields.integer(u["passwordUpdatedAt"]).flatMap { TimeField.createdAt.isValid($0) ? $0 : nil }
         if let hash = BatchAccounts.stringField(u["passwordHash"]), !hash.isEmpty {
             let salt = BatchAccounts.stringField(u["salt"])
             if let plain = Passwords.officialEmulatorPassword(hash: hash, salt: salt) {

@@ -169,7 +169,7 @@ enum Router {
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword", .client, .json, .adaptive, v3: "verifyPassword",
                  "email + password sign-in (`INVALID_LOGIN_CREDENTIALS`)", SignInWithPassword.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:createAuthUri", .client, .json, .loop, v3: "createAuthUri",
-                 "`{registered, allProviders, signinMethods, sessionId}` for an email", CreateAuthUri.handle),
+                 "`{sessionId}` for any email; `{registered, allProviders, signinMethods, sessionId}` with email enumeration protection off", CreateAuthUri.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendOobCode", .client, .json, .loop, v3: "getOobConfirmationCode",
                  "VERIFY_EMAIL, PASSWORD_RESET, VERIFY_AND_CHANGE_EMAIL codes (logged and in the oob inbox; no email is sent)", SendOobCode.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:resetPassword", .client, .json, .offload, v3: "resetPassword",

@@ -41,7 +41,7 @@ enum UserSearch {
             }
         }
         var o = JSONObject()
-        o["users"] = .array(found.prefix(size).map { UserJSON.render($0, forClient: true) })
+        o["users"] = .array(found.prefix(size).map { app.emulator.userFields.render($0, forClient: true) })
         if found.count > size, let last = found.prefix(size).last { o["nextPageToken"] = .string(last.localId) }
         o["matched"] = .int(matched)
         o["total"] = .int(total)

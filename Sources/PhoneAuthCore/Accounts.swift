@@ -7,31 +7,118 @@ public enum FieldChange<T: Sendable & Equatable>: Sendable, Equatable {
     case clear
 }
 
-/// What `accounts` (create) and `accounts:update` may change on a user.
+/// What a create, an update, an import or a blocking function changes on a user: a change per field of the table
+/// (`UserFields.swift`: by name, the value in the field's canonical form, checked when it was read), and the password.
+/// The typed properties below are views of `fields` for code that sets one field by hand.
 public struct UserChanges: Sendable {
-    public var displayName: FieldChange<String> = .unchanged
-    public var photoUrl: FieldChange<String> = .unchanged
-    public var email: FieldChange<String> = .unchanged
-    public var emailVerified: Bool?
-    public var disabled: Bool?
-    public var phoneNumber: FieldChange<String> = .unchanged
+    /// Field name → its change (`.unchanged` is never stored).
+    public private(set) var fields: [String: FieldChange<JSON>] = [:]
+    /// A new password (already hashed), or its removal; nil leaves it alone.
+    public var password: PasswordChange?
+
+    public init() {}
+
+    public subscript(field name: String) -> FieldChange<JSON> {
+        get { fields[name] ?? .unchanged }
+        set { fields[name] = newValue == .unchanged ? nil : newValue }
+    }
+
+    public var isEmpty: Bool { fields.isEmpty && password == nil }
+
+    public var displayName: FieldChange<String> {
+        get { self[field: "displayName"].map(\.stringValue) }
+        set { self[field: "displayName"] = newValue.map { JSON.string($0) } }
+    }
+    public var photoUrl: FieldChange<String> {
+        get { self[field: "photoUrl"].map(\.stringValue) }
+        set { self[field: "photoUrl"] = newValue.map { JSON.string($0) } }
+    }
+    public var email: FieldChange<String> {
+        get { self[field: "email"].map(\.stringValue) }
+        set { self[field: "email"] = newValue.map { JSON.string($0) } }
+    }
+    public var phoneNumber: FieldChange<String> {
+        get { self[field: "phoneNumber"].map(\.stringValue) }
+        set { self[field: "phoneNumber"] = newValue.map { JSON.string($0) } }
+    }
+    public var emailVerified: Bool? {
+        get { self[field: "emailVerified"].value?.boolValue }
+        set { self[field: "emailVerified"] = newValue.map { .set(.bool($0)) } ?? .unchanged }
+    }
+    public var disabled: Bool? {
+        get { self[field: "disabled"].value?.boolValue }
+        set { self[field: "disabled"] = newValue.map { .set(.bool($0)) } ?? .unchanged }
+    }
     /// Validated JSON text of custom claims (`{}` clears).
-    public var customAttributes: String?
-    public var validSince: Int64?
-    public var passwordHash: String?
-    /// The salt `passwordHash` was made with (set together with it).
+    public var customAttributes: String? {
+        get { self[field: "customAttributes"].value?.stringValue }
+        set { self[field: "customAttributes"] = newValue.map { .set(.string($0)) } ?? .unchanged }
+    }
+    public var validSince: Int64? {
+        get { self[field: "validSince"].value?.exactInt64 }
+        set { self[field: "validSince"] = newValue.map { .set(.exactInt($0)) } ?? .unchanged }
+    }
+    public var createdAt: Int64? {
+        get { self[field: "createdAt"].value?.exactInt64 }
+        set { self[field: "createdAt"] = newValue.map { .set(.exactInt($0)) } ?? .unchanged }
+    }
+    public var lastLoginAt: Int64? {
+        get { self[field: "lastLoginAt"].value?.exactInt64 }
+        set { self[field: "lastLoginAt"] = newValue.map { .set(.exactInt($0)) } ?? .unchanged }
+    }
+    /// Replaces the second factors (`[]` clears); nil leaves them alone. Checked by `MultiFactor.enrollments`.
+    public var mfaInfo: [MFAEnrollment]? {
+        get {
+            switch self[field: "mfaInfo"] {
+            case .unchanged: nil
+            case .clear: []
+            case .set(let v): (v.arrayValue ?? []).compactMap(MFAEnrollment.init(journal:))
+            }
+        }
+        set { self[field: "mfaInfo"] = newValue.map { $0.isEmpty ? .clear : .set(.array($0.map(\.journalJSON))) } ?? .unchanged }
+    }
+
+    /// The password hash a change sets (nil: none set), and its salt: views of `password`.
+    public var passwordHash: String? {
+        get { password?.hash }
+        set {
+            if password == nil { password = PasswordChange(hash: nil, salt: nil) }
+            password?.hash = newValue
+        }
+    }
+    public var salt: String? {
+        get { password?.salt }
+        set {
+            if password == nil { password = PasswordChange(hash: nil, salt: nil) }
+            password?.salt = newValue
+        }
+    }
+}
+
+/// A password change: a new hash (and its salt; when it was set, if an import says), or the removal of the password.
+public struct PasswordChange: Sendable, Equatable {
+    public var hash: String?
     public var salt: String?
     /// Milliseconds: when the password was set (an import may give it; else now).
-    public var passwordUpdatedAt: Int64?
-    /// `deleteAttribute: ["PASSWORD"]`: the user has no password afterwards.
-    public var clearPassword = false
+    public var updatedAt: Int64?
+    /// `deleteAttribute: ["PASSWORD"]`: no password afterwards (a `hash` set with it wins).
+    public var clear = false
     /// A new password revokes older tokens (production); imports keep their `validSince`.
-    public var passwordRevokesTokens = true
-    public var createdAt: Int64?
-    public var lastLoginAt: Int64?
-    /// Replaces the second factors (`[]` clears); nil leaves them alone. Checked by `MultiFactor.enrollments`.
-    public var mfaInfo: [MFAEnrollment]?
-    public init() {}
+    public var revokesTokens = true
+
+    public init(hash: String?, salt: String?, updatedAt: Int64? = nil, revokesTokens: Bool = true) {
+        self.hash = hash
+        self.salt = salt
+        self.updatedAt = updatedAt
+        self.revokesTokens = revokesTokens
+    }
+
+    public static let remove: PasswordChange = { var p = PasswordChange(hash: nil, salt: nil); p.clear = true; return p }()
+}
+
+extension FieldChange {
+    /// The value a `.set` carries.
+    public var value: T? { if case .set(let v) = self { v } else { nil } }
 }
 
 /// Custom claims rules shared by every path that sets them.
@@ -70,18 +157,6 @@ public enum UserFieldLimits {
     /// An imported `passwordHash` (base64 of a hash; scrypt's is 88 characters): at most 1024 (`INVALID_PASSWORD_HASH`).
     public static let passwordHash = 1024
 
-    static func check(_ value: String, _ limit: Int, code: AuthError.Code, field: String) throws(AuthError) {
-        let n = value.utf16.count
-        guard n <= limit else { throw AuthError(code, "\(field) must be at most \(limit) characters (got \(n)).") }
-    }
-
-    /// Throws the field's error if `c` would store an over-long value.
-    public static func validate(_ c: UserChanges) throws(AuthError) {
-        if case .set(let v) = c.displayName { try check(v, displayName, code: .invalidDisplayName, field: "displayName") }
-        if case .set(let v) = c.photoUrl { try check(v, photoUrl, code: .invalidPhotoUrl, field: "photoUrl") }
-        if let v = c.passwordHash { try check(v, passwordHash, code: .invalidPasswordHash, field: "passwordHash") }
-        if let v = c.customAttributes, v.utf16.count > CustomClaims.maxLength { throw AuthError(.claimsTooLarge) }
-    }
 }
 
 /// Per-tenant settings (the v2 Tenant resource's fields we act on, plus whatever else was stored).
@@ -121,7 +196,7 @@ extension Emulator {
         }
         var user = UserRecord(localId: id, createdAt: changes.createdAt ?? now)
         user.tenantId = key.tenantId
-        try Self.apply(changes, to: &user, in: s, now: now)
+        try apply(changes, to: &user, in: s, now: now)
         return user
     }
 
@@ -168,7 +243,7 @@ extension Emulator {
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
             guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
             let old = user
-            try Self.apply(changes, to: &user, in: tx.store, now: now)
+            try apply(changes, to: &user, in: tx.store, now: now)
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
@@ -204,7 +279,7 @@ extension Emulator {
                     if !exists { try checkUserQuota(tx.store) }
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
-                    try Self.apply(item.changes, to: &user, in: tx.store, now: now)
+                    try apply(item.changes, to: &user, in: tx.store, now: now)
                     let old = tx.store.users[item.localId]
                     if exists { tx.deleteUser(item.localId) }  // a replaced user's refresh tokens stop working
                     tx.save(user)
@@ -222,52 +297,9 @@ extension Emulator {
         }
     }
 
-    static func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
-        try UserFieldLimits.validate(c)
-        switch c.phoneNumber {
-        case .unchanged: break
-        case .clear: user.phoneNumber = nil
-        case .set(let raw):
-            let phone = try PhoneNumber(parsing: raw).e164
-            if let owner = s.phoneIndex[phone], owner != user.localId { throw AuthError(.phoneNumberExists) }
-            user.phoneNumber = phone
-        }
-        switch c.email {
-        case .unchanged: break
-        case .clear: user.email = nil; user.emailVerified = false
-        case .set(let e):
-            guard Self.isPlausibleEmail(e) else { throw AuthError(.invalidEmail) }
-            let lower = e.lowercased()
-            if let owner = s.emailIndex[lower], owner != user.localId { throw AuthError(.emailExists) }
-            user.email = lower  // stored canonical (lower case), as production and the official emulator
-        }
-        switch c.displayName {
-        case .unchanged: break
-        case .clear: user.displayName = nil
-        case .set(let v): user.displayName = v
-        }
-        switch c.photoUrl {
-        case .unchanged: break
-        case .clear: user.photoUrl = nil
-        case .set(let v): user.photoUrl = v
-        }
-        if let v = c.emailVerified { user.emailVerified = v }
-        if let v = c.disabled { user.disabled = v }
-        if let v = c.customAttributes { user.customAttributes = v == "{}" ? nil : v }
-        if let v = c.validSince { user.validSince = v }
-        if c.clearPassword {
-            user.passwordHash = nil
-            user.salt = nil
-        }
-        if let v = c.passwordHash {
-            user.passwordHash = v
-            user.salt = c.salt
-            user.passwordUpdatedAt = c.passwordUpdatedAt ?? now
-            if c.passwordRevokesTokens { user.validSince = now / 1000 }
-        }
-        if let v = c.createdAt { user.createdAt = v }
-        if let v = c.lastLoginAt { user.lastLoginAt = v }
-        if let v = c.mfaInfo { user.mfaInfo = v }
+    /// Applies `c` onto `user` through the user field table (each field's checks, then the values, then the password).
+    func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
+        try userFields.apply(c, to: &user, in: s, now: now)
     }
 
     /// A new user must fit the store's cap (`maxUsersPerProject`: a project, or one tenant of it): `QUOTA_EXCEEDED`.
@@ -279,8 +311,6 @@ extension Emulator {
         guard s.users.count >= maxUsersPerProject else { return nil }
         return AuthError(.quotaExceeded, "Too many users: a project (or tenant) holds at most \(maxUsersPerProject) users (--max-users).")
     }
-
-    static func isPlausibleEmail(_ e: String) -> Bool { Identifiers.isValidEmail(e) }
 
 
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).

@@ -185,7 +185,7 @@ public enum BlockingFunctions {
     /// The claims firebase-functions' identity handlers decode (`parseAuthUserRecord`, `parseAuthEventContext`):
     /// `metadata` times are seconds (the handlers multiply by 1000), `sub` is the uid.
     public static func claims(_ ctx: BlockingEventContext, uri: String, config: BlockingFunctionsConfig, nowSeconds: Int64,
-                              timeoutSeconds: Int64, eventId: String) -> JSONObject {
+                              timeoutSeconds: Int64, eventId: String, fields: UserFieldTable = .standard) -> JSONObject {
         var c = JSONObject()
         c["iss"] = .string("https://securetoken.google.com/\(ctx.projectId)")
         c["aud"] = .string(uri)
@@ -198,7 +198,7 @@ public enum BlockingFunctions {
         c.set("locale", ctx.locale.map(JSON.string))
         if let u = ctx.user {
             c["sub"] = .string(u.localId)
-            c["user_record"] = .object(userRecord(u, tenantId: ctx.tenantId))
+            c["user_record"] = .object(userRecord(u, tenantId: ctx.tenantId, fields: fields))
         }
         c.set("tenant_id", ctx.tenantId.map(JSON.string))
         c.set("sign_in_method", ctx.signInMethod.map { .string($0.rawValue) })
@@ -210,45 +210,10 @@ public enum BlockingFunctions {
         return c
     }
 
-    /// `user_record` in the wire shape (snake_case, as `DecodedPayloadUserRecord`).
-    public static func userRecord(_ u: UserRecord, tenantId: String?) -> JSONObject {
-        var r = JSONObject()
-        r["uid"] = .string(u.localId)
-        r.set("email", u.email.map(JSON.string))
-        r["email_verified"] = .bool(u.emailVerified)
-        r.set("display_name", u.displayName.map(JSON.string))
-        r.set("photo_url", u.photoUrl.map(JSON.string))
-        r.set("phone_number", u.phoneNumber.map(JSON.string))
-        r["disabled"] = .bool(u.disabled)
-        var providers: [JSON] = []
-        if let p = u.phoneNumber {
-            providers.append(["provider_id": "phone", "uid": .string(p), "phone_number": .string(p)])
-        }
-        if let e = u.email, u.passwordHash != nil {
-            var o: JSONObject = ["provider_id": "password", "uid": .string(e), "email": .string(e)]
-            o.set("display_name", u.displayName.map(JSON.string))
-            o.set("photo_url", u.photoUrl.map(JSON.string))
-            providers.append(.object(o))
-        }
-        r["provider_data"] = .array(providers)
-        if !u.mfaInfo.isEmpty {
-            let factors: [JSON] = u.mfaInfo.map { m in
-                var f: JSONObject = ["uid": .string(m.mfaEnrollmentId), "factor_id": "phone", "phone_number": .string(m.phoneInfo)]
-                f.set("display_name", m.displayName.map(JSON.string))
-                f["enrollment_time"] = .string(Timestamp.rfc3339(millis: m.enrolledAt))
-                return .object(f)
-            }
-            r["multi_factor"] = ["enrolled_factors": .array(factors)]
-        }
-        var meta = JSONObject()
-        meta["creation_time"] = .int(u.createdAt / 1000)
-        if let l = u.lastLoginAt { meta["last_sign_in_time"] = .int(l / 1000) }
-        r["metadata"] = .object(meta)
-        let claims = u.customClaims
-        if !claims.isEmpty { r["custom_claims"] = .object(claims) }
-        r.set("tenant_id", (tenantId ?? u.tenantId).map(JSON.string))
-        if let vs = u.validSince { r["tokens_valid_after_time"] = .int(vs) }
-        return r
+    /// `user_record` in the wire shape (snake_case, as `DecodedPayloadUserRecord`): the user field table's blocking
+    /// form (UserFields.swift).
+    public static func userRecord(_ u: UserRecord, tenantId: String?, fields: UserFieldTable = .standard) -> JSONObject {
+        fields.blockingRecord(u, tenantId: tenantId)
     }
 
     /// What a function asked for: user fields to change and, for beforeSignIn, claims for this sign-in's ID token.

@@ -60,7 +60,7 @@ extension Emulator {
             let before = tx.store.users[grant.uid]
             if var existing = before {
                 guard !existing.disabled else { throw AuthError(.userDisabled) }
-                try Self.apply(changes, to: &existing, in: tx.store, now: now)
+                try apply(changes, to: &existing, in: tx.store, now: now)
                 user = existing
                 isNewUser = false
             } else {

@@ -13,13 +13,17 @@ public final class StoreBox: Sendable {
     let events: EventLog
     /// Pending sessions across every store (`--max-sessions`): each transaction adds what it changed.
     let sessionBudget: SessionBudget
+    /// The emulator's user field table (its event diff).
+    let userFields: UserFieldTable
 
     /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
-    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog, sessionBudget: SessionBudget) {
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog, sessionBudget: SessionBudget,
+         userFields: UserFieldTable) {
         self.key = key
         self.committer = committer
         self.events = events
         self.sessionBudget = sessionBudget
+        self.userFields = userFields
         var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
         store.implicitTenant = implicit && key.tenantId != nil
         state = Locked(GuardedStore(store: store))
@@ -210,6 +214,8 @@ public final class Emulator: Sendable {
     let sessionBudget: SessionBudget
     /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
     private let lastFullSweep = Atomic<Int64>(Int64.min / 2)
+    /// The user record's fields and their mappings (UserFields.swift); tests may add fields.
+    public let userFields: UserFieldTable
     /// The server is reachable by others (it listens beyond loopback, or has an admin token): the abuse limits of
     /// `protection.mode` `AUTO` apply (Protection.swift).
     public let exposed: Bool
@@ -220,13 +226,14 @@ public final class Emulator: Sendable {
                 random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil,
                 maxProjects: Int = Emulator.defaultMaxProjects, maxTenantsPerProject: Int = Emulator.defaultMaxTenantsPerProject,
                 maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject, maxSessions: Int = Emulator.defaultMaxSessions,
-                exposed: Bool = false,
+                exposed: Bool = false, userFields: UserFieldTable = .standard,
                 commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil) {
         self.defaultProjectId = defaultProjectId
         self.maxProjects = max(1, maxProjects)
         self.maxTenantsPerProject = max(0, maxTenantsPerProject)
         self.maxUsersPerProject = max(1, maxUsersPerProject)
         self.exposed = exposed
+        self.userFields = userFields
         let sessionBudget = SessionBudget(limit: maxSessions)
         self.sessionBudget = sessionBudget
         self.journal = journal
@@ -244,7 +251,7 @@ public final class Emulator: Sendable {
         self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
         defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer,
-                                events: events.log(key, pinned: true), sessionBudget: sessionBudget)
+                                events: events.log(key, pinned: true), sessionBudget: sessionBudget, userFields: userFields)
         stores.withLock { $0.insert(defaultStore) }
     }
 
@@ -269,7 +276,7 @@ public final class Emulator: Sendable {
             logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
                                                                           ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
             return StoreBox(key: key, config: config, committer: committer, events: EventLog(key: key, hub: events, pinned: true),
-                            sessionBudget: SessionBudget(limit: sessionBudget.limit))  // never registered
+                            sessionBudget: SessionBudget(limit: sessionBudget.limit), userFields: userFields)  // never registered
         }
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
@@ -282,7 +289,8 @@ public final class Emulator: Sendable {
 
     /// A new store for `key` (not registered here), with this emulator's journal, event log and session budget.
     func newBox(_ key: StoreKey, config: ProjectConfig, implicit: Bool = false) -> StoreBox {
-        StoreBox(key: key, config: config, committer: committer, implicit: implicit, events: events.log(key, pinned: true), sessionBudget: sessionBudget)
+        StoreBox(key: key, config: config, committer: committer, implicit: implicit, events: events.log(key, pinned: true),
+                 sessionBudget: sessionBudget, userFields: userFields)
     }
 
     /// The store if it exists; never creates one (reads of never-used projects answer from defaults).

@@ -740,18 +740,7 @@ extension StoreTransaction {
     /// Emits what changed between two versions of a user: `user.updated` (the changed fields), `user.disabled` /
     /// `user.enabled`, `tokens.revoked` (a later `validSince`). Login and refresh times are not "changes".
     mutating func emitUserChanges(from old: UserRecord, to new: UserRecord) {
-        var fields: [String] = []
-        if old.phoneNumber != new.phoneNumber { fields.append("phoneNumber") }
-        if old.displayName != new.displayName { fields.append("displayName") }
-        if old.photoUrl != new.photoUrl { fields.append("photoUrl") }
-        if old.email != new.email { fields.append("email") }
-        if old.emailVerified != new.emailVerified { fields.append("emailVerified") }
-        if old.disabled != new.disabled { fields.append("disabled") }
-        if old.customAttributes != new.customAttributes { fields.append("customAttributes") }
-        if old.validSince != new.validSince { fields.append("validSince") }
-        if old.passwordHash != new.passwordHash { fields.append("password") }
-        if old.mfaInfo != new.mfaInfo { fields.append("mfaInfo") }
-        if old.createdAt != new.createdAt { fields.append("createdAt") }
+        let fields = box.userFields.changedFields(from: old, to: new)
         if !fields.isEmpty { emit(.userUpdated(uid: new.localId, fields: fields)) }
         if old.disabled != new.disabled { emit(new.disabled ? .userDisabled(uid: new.localId) : .userEnabled(uid: new.localId)) }
         if let v = new.validSince, v > (old.validSince ?? Int64.min) { emit(.tokensRevoked(uid: new.localId)) }

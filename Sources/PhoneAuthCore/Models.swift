@@ -25,6 +25,9 @@ public struct UserRecord: Sendable, Equatable {
     public var passwordUpdatedAt: Int64?
     /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
     public var mfaInfo: [MFAEnrollment] = []
+    /// Values of fields a table declares without a stored property of their own, by field name (UserFields.swift:
+    /// a test's field, a field on its way to becoming a property). Empty for every standard field.
+    public var extensions: [String: JSON] = [:]
 
     public init(localId: String, createdAt: Int64) {
         self.localId = localId

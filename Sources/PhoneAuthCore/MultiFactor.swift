@@ -46,6 +46,38 @@ public struct MFAEnrollment: Sendable, Equatable {
 
     /// Every digit but the last four shown as `*` (`+*******0100`), as first-factor replies show the hints.
     public var maskedPhone: String { MultiFactor.mask(phoneInfo) }
+
+    /// The journal's form (the `mfaInfo` field's canonical value).
+    public var journalJSON: JSON {
+        var o: JSONObject = ["mfaEnrollmentId": .string(mfaEnrollmentId), "phoneInfo": .string(phoneInfo), "enrolledAt": .exactInt(enrolledAt)]
+        o.set("displayName", displayName.map(JSON.string))
+        return .object(o)
+    }
+
+    /// Reads `journalJSON`; nil without an id and a number.
+    public init?(journal v: JSON) {
+        guard let id = v["mfaEnrollmentId"]?.stringValue, let phone = v["phoneInfo"]?.stringValue else { return nil }
+        self.init(mfaEnrollmentId: id, phoneInfo: phone, displayName: v["displayName"]?.stringValue, enrolledAt: v["enrolledAt"]?.exactInt64 ?? 0)
+    }
+
+    /// A user record's `mfaInfo` entry (lookup, batchGet, query, export): the number in full, as the official emulator
+    /// also writes `unobfuscatedPhoneInfo`.
+    public var wireJSON: JSON {
+        var o: JSONObject = ["phoneInfo": .string(phoneInfo)]
+        o.set("displayName", displayName.map(JSON.string))
+        o["mfaEnrollmentId"] = .string(mfaEnrollmentId)
+        o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: enrolledAt))
+        o["unobfuscatedPhoneInfo"] = .string(phoneInfo)
+        return .object(o)
+    }
+
+    /// A blocking function's `multi_factor.enrolled_factors` entry.
+    public var blockingJSON: JSON {
+        var f: JSONObject = ["uid": .string(mfaEnrollmentId), "factor_id": "phone", "phone_number": .string(phoneInfo)]
+        f.set("display_name", displayName.map(JSON.string))
+        f["enrollment_time"] = .string(Timestamp.rfc3339(millis: enrolledAt))
+        return .object(f)
+    }
 }
 
 /// `mfa` / `mfaConfig`: whether SMS multi-factor is on for a project or tenant.
@@ -259,6 +291,43 @@ public enum MultiFactor {
         }
         guard out.count <= maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
         return out
+    }
+
+    /// An imported record's `mfaInfo` (`accounts:batchCreate`, firebase-tools `accounts.json`), with the official
+    /// emulator's per-user messages; nil when the record has none.
+    static func importEnrollments(_ v: JSON?, email: String?, emailVerified: Bool, input: UserFieldInput) -> Result<[MFAEnrollment]?, UserFieldError> {
+        guard let v, v != .null else { return .success(nil) }
+        guard case .array(let items) = v else { return .failure(.init("mfaInfo must be an array")) }
+        if items.isEmpty { return .success([]) }
+        guard email != nil else { return .failure(.init("Second factor account requires email to be presented.")) }
+        guard emailVerified else { return .failure(.init("Second factor account requires email to be verified.")) }
+        guard items.count <= maxEnrollments else { return .failure(.init(AuthError(.secondFactorLimitExceeded).description)) }
+        var ids = Set<String>()
+        for item in items {
+            if let id = item["mfaEnrollmentId"]?.stringValue, !id.isEmpty {
+                guard ids.insert(id).inserted else { return .failure(.init("Enrollment id already exists.")) }
+                guard Identifiers.isValidMFAEnrollmentID(id) else { return .failure(.init(AuthError(.invalidMfaEnrollmentId).description)) }
+            }
+        }
+        var out: [MFAEnrollment] = []
+        var phones = Set<String>()
+        for item in items {
+            guard let raw = item["phoneInfo"]?.stringValue else { return .failure(.init("Second factor not supported.")) }
+            guard let phone = try? PhoneNumber(parsing: raw).e164 else { return .failure(.init("Phone number format is invalid")) }
+            guard phones.insert(phone).inserted else { continue }
+            var id = item["mfaEnrollmentId"]?.stringValue ?? ""
+            if id.isEmpty {
+                repeat { id = input.random.alphanumeric(28) } while ids.contains(id)
+                ids.insert(id)
+            }
+            let name = item["displayName"]?.stringValue
+            if let name, Identifiers.containsControlCharacters(name) || name.utf8.count > 256 {
+                return .failure(.init("mfaInfo displayName must be at most 256 bytes without control characters"))
+            }
+            let at = item["enrolledAt"]?.stringValue.flatMap(parseRFC3339) ?? input.now
+            out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: name, enrolledAt: at))
+        }
+        return .success(out)
     }
 }
 

@@ -3,81 +3,21 @@ import PhoneAuthCore
 
 /// Storage encodings of the core records (JSON documents, versioned by field presence).
 enum Codecs {
-    /// An Int64 field. JSON numbers are doubles, exact only up to 2^53: larger magnitudes are stored as decimal strings
-    /// so every value reads back exactly (the API keeps client times far below; rows stay readable by older versions).
-    static func int(_ v: Int64) -> JSON { v.magnitude <= 1 << 53 ? .int(v) : .string(String(v)) }
-    static func int(_ v: UInt64) -> JSON { v <= 1 << 53 ? .int(v) : .string(String(v)) }
+    /// An Int64 field, exactly (`JSON.exactInt`: decimal strings past 2^53; rows stay readable by older versions).
+    static func int(_ v: Int64) -> JSON { .exactInt(v) }
+    static func int(_ v: UInt64) -> JSON { .exactInt(v) }
 
-    /// Reads what `int` wrote, and numbers from older rows. A number beyond Int64 (an older version could store one
-    /// from a client value) saturates instead of making the whole row, and so the data directory, unreadable.
-    static func int64(_ v: JSON?) -> Int64? {
-        switch v {
-        case .string(let s)?: return Int64(s)
-        case .number(let d)?:
-            guard d.isFinite else { return nil }
-            if let exact = v?.int64Value { return exact }
-            if d >= 9.2e18 { return Int64.max }
-            if d <= -9.2e18 { return Int64.min }
-            return Int64(d.rounded(.towardZero))
-        default: return nil
-        }
+    /// Reads what `int` wrote, and numbers from older rows (`JSON.exactInt64`: saturating).
+    static func int64(_ v: JSON?) -> Int64? { v?.exactInt64 }
+
+    /// A user's journal document: the user field table's journal form (PhoneAuthCore/UserFields.swift).
+    static func encode(_ u: UserRecord, fields: UserFieldTable = .standard) -> String {
+        JSON.object(fields.journalObject(u)).serializedString
     }
 
-    static func encode(_ u: UserRecord) -> String {
-        var o = JSONObject()
-        o["localId"] = .string(u.localId)
-        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
-        o.set("displayName", u.displayName.map(JSON.string))
-        o.set("photoUrl", u.photoUrl.map(JSON.string))
-        o.set("email", u.email.map(JSON.string))
-        o["emailVerified"] = .bool(u.emailVerified)
-        o["disabled"] = .bool(u.disabled)
-        o.set("customAttributes", u.customAttributes.map(JSON.string))
-        o["createdAt"] = int(u.createdAt)
-        o.set("lastLoginAt", u.lastLoginAt.map(int))
-        o.set("lastRefreshAt", u.lastRefreshAt.map(int))
-        o.set("validSince", u.validSince.map(int))
-        o.set("tenantId", u.tenantId.map(JSON.string))
-        o.set("passwordHash", u.passwordHash.map(JSON.string))
-        o.set("salt", u.salt.map(JSON.string))
-        o.set("passwordUpdatedAt", u.passwordUpdatedAt.map(int))
-        if !u.mfaInfo.isEmpty { o["mfaInfo"] = .array(u.mfaInfo.map(encode)) }
-        return JSON.object(o).serializedString
-    }
-
-    static func decodeUser(_ text: String) -> UserRecord? {
-        guard case .object(let o)? = try? JSONParser.parse(text), let id = o["localId"]?.stringValue,
-            let created = int64(o["createdAt"])
-        else { return nil }
-        var u = UserRecord(localId: id, createdAt: created)
-        u.phoneNumber = o["phoneNumber"]?.stringValue
-        u.displayName = o["displayName"]?.stringValue
-        u.photoUrl = o["photoUrl"]?.stringValue
-        u.email = o["email"]?.stringValue
-        u.emailVerified = o["emailVerified"]?.boolValue ?? false
-        u.disabled = o["disabled"]?.boolValue ?? false
-        u.customAttributes = o["customAttributes"]?.stringValue
-        u.lastLoginAt = int64(o["lastLoginAt"])
-        u.lastRefreshAt = int64(o["lastRefreshAt"])
-        u.validSince = int64(o["validSince"])
-        u.tenantId = o["tenantId"]?.stringValue
-        u.passwordHash = o["passwordHash"]?.stringValue
-        u.salt = o["salt"]?.stringValue
-        u.passwordUpdatedAt = int64(o["passwordUpdatedAt"])
-        u.mfaInfo = (o["mfaInfo"]?.arrayValue ?? []).compactMap(decodeEnrollment)
-        return u
-    }
-
-    static func encode(_ e: MFAEnrollment) -> JSON {
-        var o: JSONObject = ["mfaEnrollmentId": .string(e.mfaEnrollmentId), "phoneInfo": .string(e.phoneInfo), "enrolledAt": int(e.enrolledAt)]
-        o.set("displayName", e.displayName.map(JSON.string))
-        return .object(o)
-    }
-
-    static func decodeEnrollment(_ v: JSON) -> MFAEnrollment? {
-        guard let id = v["mfaEnrollmentId"]?.stringValue, let phone = v["phoneInfo"]?.stringValue else { return nil }
-        return MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: v["displayName"]?.stringValue,
-                             enrolledAt: int64(v["enrolledAt"]) ?? 0)
+    static func decodeUser(_ text: String, fields: UserFieldTable = .standard) -> UserRecord? {
+        guard case .object(let o)? = try? JSONParser.parse(text) else { return nil }
+        return fields.record(fromJournal: o)
     }
 
     static func encode(_ s: VerificationSession) -> String {

@@ -16,6 +16,8 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
     public enum Durability: String, Sendable { case normal, full }
 
     public let path: String
+    /// The user field table users are written and read with (UserFields.swift).
+    public let userFields: UserFieldTable
     private let lockFD: Int32
     private let connection: Locked<SQLiteConnection?>
     /// Background checkpoints: a timer, so commits never copy the WAL into the database.
@@ -27,8 +29,9 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
     }
 
     /// Opens (creating if needed) the directory and its database; refuses a directory another server holds.
-    public init(path: String, durability: Durability = .normal) throws(OpenError) {
+    public init(path: String, durability: Durability = .normal, userFields: UserFieldTable = .standard) throws(OpenError) {
         self.path = path
+        self.userFields = userFields
         var st = stat()
         if stat(path, &st) != 0 {
             guard mkdir(path, 0o700) == 0 else { throw OpenError(description: "cannot create data directory \(path): \(String(cString: strerror(errno)))") }
@@ -143,7 +146,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         switch change {
         case .userSaved(let k, let u):
             try c.run("INSERT OR REPLACE INTO users (project, tenant, local_id, doc) VALUES (?, ?, ?, ?)",
-                      [.text(k.projectId), Self.t(k.tenantId), .text(u.localId), .text(Codecs.encode(u))])
+                      [.text(k.projectId), Self.t(k.tenantId), .text(u.localId), .text(Codecs.encode(u, fields: userFields))])
         case .userDeleted(let k, let id):
             try c.run("DELETE FROM users WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(id)])
             try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(id)])
@@ -198,7 +201,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             }
             for row in try c.query("SELECT project, tenant, doc FROM users") {
                 let k = key(row)
-                guard let u = row[2].text.flatMap(Codecs.decodeUser) else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
+                guard let u = row[2].text.flatMap({ Codecs.decodeUser($0, fields: userFields) }) else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
                 stores[k, default: StoreSnapshot(key: k)].users.append(u)
             }
             for row in try c.query("SELECT project, tenant, doc FROM sessions") {

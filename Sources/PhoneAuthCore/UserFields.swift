@@ -1,0 +1,474 @@
+import EmulatorSupport
+
+// # The user record's fields, declared once
+//
+// Every field of `UserRecord` is one `UserField` row below, holding what each mapping of the record needs: its name
+// (the wire name of lookups, `batchCreate` and firebase-tools' `accounts.json`, of update requests and of the event
+// diff), its journal key, who may set it (a client's `accounts:update`, an admin's create/update, an import), whether
+// a user's own lookup shows it, its ID-token claim and its place in a blocking function's `user_record`. The mappings
+// walk the table:
+//
+// - `render` — the wire JSON (`accounts:lookup`, `batchGet`, `query`, exports), in the table's order;
+// - `journalObject` / `record(fromJournal:)` — the journal codec (`--data-dir`);
+// - `importChanges` — `batchCreate` and firebase-tools import: each present field parsed, with the per-user message;
+// - `requestChanges` — `accounts:update` and admin create: each field the caller may set (`deleteAttribute` too);
+// - `apply` — changes onto a record, with each field's checks (limits, uniqueness, normal forms);
+// - `changedFields` — the names `user.updated` reports;
+// - `blockingRecord` — a blocking function's `user_record`.
+//
+// So a new field is one row (plus its stored property): it round-trips through the wire, the journal, export/import and
+// the event diff (`UserFieldTableTests` shows it with a field that exists only in a test: rows may keep their value in
+// `UserRecord.extensions`). ID-token claims keep their measured fast path (`TokenService.claimsJSON`, bytes written
+// directly); `claim` names which claim a field feeds, and the claims tests hold the two equal.
+//
+// The password is not a stored field: a request's `password`, an import's hash formats and `deleteAttribute:
+// PASSWORD` become `UserChanges.password`, which sets `passwordHash`, `salt`, `passwordUpdatedAt` (and `validSince`)
+// together after every field (`Emulator.apply`).
+
+/// One field of the user record and every mapping it takes part in.
+public struct UserField: Sendable {
+    /// Who may set a field.
+    public struct Access: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// A signed-in user's own `accounts:update` (and client `signUp`).
+        public static let client = Access(rawValue: 1)
+        /// Admin `accounts` (create) and `accounts:update`.
+        public static let admin = Access(rawValue: 2)
+        /// `batchCreate` and firebase-tools `accounts.json`.
+        public static let importing = Access(rawValue: 4)
+        public static let everyone: Access = [.client, .admin, .importing]
+        public static let adminAndImport: Access = [.admin, .importing]
+    }
+
+    /// What a request value is read as (`Call.string/bool/int` in the API, with their wire errors).
+    public enum RequestKind: Sendable { case string, bool, int64 }
+
+    /// The wire name: lookups, imports, update requests and `user.updated`.
+    public let name: String
+    public let journalKey: String
+    /// The name `user.updated` reports; nil: changes are not reported (sign-in times, the salt…).
+    public let event: String?
+    public let access: Access
+    /// A client request setting it without the access: this error (nil: the key is ignored, as production does).
+    public let clientRefusal: AuthError.Code?
+    /// Request keys, first found wins (`disableUser` before `disabled`); empty: not settable by a plain key.
+    public let requestKeys: [String]
+    public let requestKind: RequestKind
+    /// `deleteAttribute` value that clears it.
+    public let deleteAttribute: String?
+    /// The ID-token claim it feeds (written by `TokenService`), for documentation and the claims tests.
+    public let claim: String?
+    /// Where it goes in a blocking function's `user_record` (dotted path; nil: not sent).
+    public let blockingPath: String?
+
+    /// The canonical value (what the journal stores); nil when absent.
+    public let value: @Sendable (UserRecord) -> JSON?
+    /// Sets the canonical value (nil: clears) without checks: the journal and `apply` after its checks.
+    public let assign: @Sendable (inout UserRecord, JSON?) -> Void
+    /// The wire value (lookups, exports); nil leaves it out. `forClient`: a user's own lookup.
+    public let wire: @Sendable (UserRecord, _ forClient: Bool) -> JSON?
+    /// A blocking function's value; nil leaves it out.
+    public let blockingValue: @Sendable (UserRecord) -> JSON?
+    /// A request's value (already read as `requestKind`) as the change it asks for: checks its format and range.
+    public let fromRequest: @Sendable (JSON) throws(AuthError) -> FieldChange<JSON>
+    /// An import's value as a change (`nil`: left as is); `.failure` carries the per-user message. `item` is the whole
+    /// record (some checks look at other fields), `context` supplies randomness and the time.
+    public let fromImport: @Sendable (JSON, JSONObject, UserFieldInput) -> Result<FieldChange<JSON>?, UserFieldError>
+    /// Checks a change against the record and its store before it is applied, and gives the value to store (normal
+    /// forms: a canonical phone number, a lowercased email). Default: the limit check only.
+    public let admit: @Sendable (FieldChange<JSON>, UserRecord, AuthStore) throws(AuthError) -> FieldChange<JSON>
+    /// Further changes a change brings (clearing the email clears `emailVerified`).
+    public let alsoClears: [String]
+
+    public init(_ name: String, journalKey: String? = nil, event: String? = nil, access: Access = [], clientRefusal: AuthError.Code? = nil,
+                requestKeys: [String]? = nil, requestKind: RequestKind = .string, deleteAttribute: String? = nil, claim: String? = nil,
+                blockingPath: String? = nil, alsoClears: [String] = [],
+                value: @escaping @Sendable (UserRecord) -> JSON?, assign: @escaping @Sendable (inout UserRecord, JSON?) -> Void,
+                wire: (@Sendable (UserRecord, Bool) -> JSON?)? = nil, blockingValue: (@Sendable (UserRecord) -> JSON?)? = nil,
+                fromRequest: (@Sendable (JSON) throws(AuthError) -> FieldChange<JSON>)? = nil,
+                fromImport: (@Sendable (JSON, JSONObject, UserFieldInput) -> Result<FieldChange<JSON>?, UserFieldError>)? = nil,
+                admit: (@Sendable (FieldChange<JSON>, UserRecord, AuthStore) throws(AuthError) -> FieldChange<JSON>)? = nil) {
+        self.name = name
+        self.journalKey = journalKey ?? name
+        self.event = event
+        self.access = access
+        self.clientRefusal = clientRefusal
+        self.requestKeys = requestKeys ?? (access.isEmpty ? [] : [name])
+        self.requestKind = requestKind
+        self.deleteAttribute = deleteAttribute
+        self.claim = claim
+        self.blockingPath = blockingPath
+        self.alsoClears = alsoClears
+        self.value = value
+        self.assign = assign
+        self.wire = wire ?? { u, _ in value(u) }
+        self.blockingValue = blockingValue ?? value
+        // `if let`, not `??`: the autoclosure of `??` over a typed-throws function type crashes the 6.3 compiler.
+        if let fromRequest { self.fromRequest = fromRequest } else { self.fromRequest = Self.setAsGiven }
+        self.fromImport = fromImport ?? { v, _, _ in .success(.set(v)) }
+        if let admit { self.admit = admit } else { self.admit = Self.admitAsGiven }
+    }
+
+    @Sendable static func setAsGiven(_ v: JSON) throws(AuthError) -> FieldChange<JSON> { .set(v) }
+    @Sendable static func admitAsGiven(_ c: FieldChange<JSON>, _ u: UserRecord, _ s: AuthStore) throws(AuthError) -> FieldChange<JSON> { c }
+}
+
+/// An import's per-user problem (it goes back in `batchCreate`'s `error[{index, message}]`).
+public struct UserFieldError: Error, Sendable, Equatable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+}
+
+/// What parsing an imported field may need besides the value.
+public struct UserFieldInput: Sendable {
+    public var random: any RandomSource
+    public var now: Int64
+    public init(random: any RandomSource, now: Int64) {
+        self.random = random
+        self.now = now
+    }
+}
+
+extension FieldChange {
+    public func map<U: Sendable & Equatable>(_ f: (T) -> U?) -> FieldChange<U> {
+        switch self {
+        case .unchanged: return .unchanged
+        case .clear: return .clear
+        case .set(let v): return f(v).map(FieldChange<U>.set) ?? .unchanged
+        }
+    }
+}
+
+// MARK: the table
+
+/// The rows, in the wire's order (Google's field order in lookups; also the order `user.updated` lists them).
+public struct UserFieldTable: Sendable {
+    public var fields: [UserField]
+    private var byName: [String: Int]
+
+    public init(_ fields: [UserField]) {
+        self.fields = fields
+        byName = Dictionary(fields.enumerated().map { ($0.element.name, $0.offset) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// The table with `field` added at the end (tests: a field that exists only there).
+    public func adding(_ field: UserField) -> UserFieldTable { UserFieldTable(fields + [field]) }
+
+    public subscript(name: String) -> UserField? { byName[name].map { fields[$0] } }
+
+    /// The record's fields.
+    public static let standard = UserFieldTable(UserFields.rows)
+}
+
+/// The standard rows (`UserFieldTable.standard`) and the value helpers they are made of.
+public enum UserFields {
+    /// What production shows a user's own lookup instead of a password hash ("REDACTED", base64).
+    public static let redactedPasswordHash = "UkVEQUNURUQ="
+
+    static let rows: [UserField] = [
+        UserField("email", event: "email", access: .everyone, deleteAttribute: "EMAIL", claim: "email", blockingPath: "email",
+                  alsoClears: ["emailVerified"],
+                  value: { $0.email.map(JSON.string) }, assign: { $0.email = $1?.stringValue },
+                  fromRequest: { v throws(AuthError) in v.stringValue == "" ? .clear : .set(v) },
+                  fromImport: { v, _, _ in
+                      guard let s = text(v) else { return .success(nil) }
+                      return s.contains("@") ? .success(.set(.string(s))) : .failure(UserFieldError("email is invalid"))
+                  },
+                  admit: { c, user, store throws(AuthError) in
+                      guard case .set(let v) = c, let e = v.stringValue else { return c }
+                      guard Identifiers.isValidEmail(e) else { throw AuthError(.invalidEmail) }
+                      let lower = e.lowercased()
+                      if let owner = store.emailIndex[lower], owner != user.localId { throw AuthError(.emailExists) }
+                      return .set(.string(lower))  // stored canonical (lower case), as production and the official emulator
+                  }),
+        UserField("emailVerified", event: "emailVerified", access: .adminAndImport, clientRefusal: .operationNotAllowed, requestKind: .bool,
+                  claim: "email_verified", blockingPath: "email_verified",
+                  value: { .bool($0.emailVerified) }, assign: { $0.emailVerified = $1?.boolValue ?? false },
+                  wire: { u, _ in u.email == nil ? nil : .bool(u.emailVerified) },
+                  fromImport: { v, _, _ in .success(v.boolValue.map { .set(.bool($0)) }) }),
+        text("displayName", deleteAttribute: "DISPLAY_NAME", claim: "name", blocking: "display_name", limit: UserFieldLimits.displayName,
+             code: .invalidDisplayName, \.displayName),
+        text("photoUrl", deleteAttribute: "PHOTO_URL", claim: "picture", blocking: "photo_url", limit: UserFieldLimits.photoUrl,
+             code: .invalidPhotoUrl, \.photoUrl),
+        UserField("phoneNumber", event: "phoneNumber", access: .adminAndImport, claim: "phone_number", blockingPath: "phone_number",
+                  value: { $0.phoneNumber.map(JSON.string) }, assign: { $0.phoneNumber = $1?.stringValue },
+                  fromRequest: { v throws(AuthError) in v.stringValue == "" ? .clear : .set(v) },
+                  fromImport: { v, _, _ in
+                      guard let s = text(v) else { return .success(nil) }
+                      return (try? PhoneNumber(parsing: s)) != nil ? .success(.set(.string(s))) : .failure(UserFieldError("phone number format is invalid"))
+                  },
+                  admit: { c, user, store throws(AuthError) in
+                      guard case .set(let v) = c else { return c }
+                      let phone = try PhoneNumber(parsing: v.stringValue).e164
+                      if let owner = store.phoneIndex[phone], owner != user.localId { throw AuthError(.phoneNumberExists) }
+                      return .set(.string(phone))
+                  }),
+        UserField("disabled", event: "disabled", access: .adminAndImport, clientRefusal: .operationNotAllowed, requestKeys: ["disableUser", "disabled"],
+                  requestKind: .bool, blockingPath: "disabled",
+                  value: { .bool($0.disabled) }, assign: { $0.disabled = $1?.boolValue ?? false },
+                  wire: { u, _ in u.disabled ? .bool(true) : nil },
+                  fromImport: { v, _, _ in .success(v.boolValue.map { .set(.bool($0)) }) }),
+        UserField("providerUserInfo", blockingPath: "provider_data",
+                  value: { _ in nil }, assign: { _, _ in },
+                  wire: { u, _ in .array(ProviderInfo.wire(u)) }, blockingValue: { u in .array(ProviderInfo.blocking(u)) }),
+        UserField("customAttributes", event: "customAttributes", access: .adminAndImport, clientRefusal: .insufficientPermission,
+                  blockingPath: "custom_claims",
+                  value: { $0.customAttributes.map(JSON.string) }, assign: { $0.customAttributes = $1?.stringValue },
+                  wire: { u, _ in u.customAttributes.flatMap { $0.isEmpty || $0 == "{}" ? nil : .string($0) } },
+                  blockingValue: { u in let c = u.customClaims; return c.isEmpty ? nil : .object(c) },
+                  fromRequest: { v throws(AuthError) in
+                      let text = v.stringValue ?? ""
+                      return .set(.string(try CustomClaims.validate(text.isEmpty ? "{}" : text)))
+                  },
+                  fromImport: { v, _, _ in
+                      guard let s = text(v) else { return .success(nil) }
+                      do throws(AuthError) { return .success(.set(.string(try CustomClaims.validate(s)))) } catch {
+                          return .failure(UserFieldError("Invalid claims: \(error.description)"))
+                      }
+                  },
+                  admit: { c, _, _ throws(AuthError) in
+                      guard case .set(let v) = c, let s = v.stringValue else { return c }
+                      guard s.utf16.count <= CustomClaims.maxLength else { throw AuthError(.claimsTooLarge) }
+                      return s == "{}" ? .clear : c
+                  }),
+        time("validSince", .validSince, event: "validSince", blocking: "tokens_valid_after_time", \.validSince, blockingScale: 1),
+        time("lastLoginAt", .lastLoginAt, event: nil, blocking: "metadata.last_sign_in_time", \.lastLoginAt, blockingScale: 1000),
+        UserField("createdAt", event: "createdAt", access: .adminAndImport, clientRefusal: .operationNotAllowed, requestKind: .int64,
+                  blockingPath: "metadata.creation_time",
+                  value: { .exactInt($0.createdAt) }, assign: { u, v in if let t = v?.exactInt64 { u.createdAt = t } },
+                  wire: { u, _ in .string(String(u.createdAt)) }, blockingValue: { u in .int(u.createdAt / 1000) },
+                  fromRequest: { v throws(AuthError) in .set(.exactInt(try TimeField.createdAt.check(v.exactInt64 ?? -1))) },
+                  fromImport: { v, _, _ in importTime(v, .createdAt) }),
+        UserField("lastRefreshAt", value: { $0.lastRefreshAt.map(JSON.exactInt) }, assign: { $0.lastRefreshAt = $1?.exactInt64 },
+                  wire: { u, _ in u.lastRefreshAt.map { .string(Timestamp.protobufJSON(millis: $0)) } }, blockingValue: { _ in nil }),
+        UserField("tenantId", blockingPath: "tenant_id",
+                  value: { $0.tenantId.map(JSON.string) }, assign: { $0.tenantId = $1?.stringValue }),
+        UserField("passwordHash", event: "password",
+                  value: { $0.passwordHash.map(JSON.string) }, assign: { $0.passwordHash = $1?.stringValue },
+                  wire: { u, forClient in u.passwordHash.map { .string(forClient ? redactedPasswordHash : $0) } }, blockingValue: { _ in nil }),
+        UserField("salt", value: { $0.salt.map(JSON.string) }, assign: { $0.salt = $1?.stringValue },
+                  wire: { u, forClient in forClient || u.passwordHash == nil ? nil : u.salt.map(JSON.string) }, blockingValue: { _ in nil }),
+        UserField("passwordUpdatedAt", value: { $0.passwordUpdatedAt.map(JSON.exactInt) }, assign: { $0.passwordUpdatedAt = $1?.exactInt64 },
+                  wire: { u, _ in u.passwordHash == nil ? nil : u.passwordUpdatedAt.map { .int($0) } }, blockingValue: { _ in nil }),
+        UserField("mfaInfo", event: "mfaInfo", access: .importing, blockingPath: "multi_factor.enrolled_factors",
+                  value: { u in u.mfaInfo.isEmpty ? nil : .array(u.mfaInfo.map(\.journalJSON)) },
+                  assign: { u, v in u.mfaInfo = (v?.arrayValue ?? []).compactMap(MFAEnrollment.init(journal:)) },
+                  wire: { u, _ in u.mfaInfo.isEmpty ? nil : .array(u.mfaInfo.map(\.wireJSON)) },
+                  blockingValue: { u in u.mfaInfo.isEmpty ? nil : .array(u.mfaInfo.map(\.blockingJSON)) },
+                  fromImport: { v, item, input in
+                      MultiFactor.importEnrollments(v, email: text(item["email"]), emailVerified: item["emailVerified"]?.boolValue ?? false, input: input)
+                          .map { $0.map { list in .set(.array(list.map(\.journalJSON))) } }
+                  }),
+    ]
+
+    // MARK: row makers
+
+    /// A free-text field anyone may set (`deleteAttribute` clears it), bounded in UTF-16 units.
+    static func text(_ name: String, deleteAttribute: String, claim: String, blocking: String, limit: Int, code: AuthError.Code,
+                     _ path: WritableKeyPath<UserRecord, String?> & Sendable) -> UserField {
+        UserField(name, event: name, access: .everyone, deleteAttribute: deleteAttribute, claim: claim, blockingPath: blocking,
+                  value: { $0[keyPath: path].map(JSON.string) }, assign: { $0[keyPath: path] = $1?.stringValue },
+                  fromImport: { v, _, _ in .success(text(v).map { .set(.string($0)) }) },
+                  admit: { c, _, _ throws(AuthError) in
+                      if case .set(let v) = c, let s = v.stringValue {
+                          let n = s.utf16.count
+                          guard n <= limit else { throw AuthError(code, "\(name) must be at most \(limit) characters (got \(n)).") }
+                      }
+                      return c
+                  })
+    }
+
+    /// An admin-set time (milliseconds, or seconds for `validSince`): a number or a decimal string, in range.
+    static func time(_ name: String, _ range: TimeField, event: String?, blocking: String,
+                     _ path: WritableKeyPath<UserRecord, Int64?> & Sendable, blockingScale: Int64) -> UserField {
+        UserField(name, event: event, access: .adminAndImport, clientRefusal: range == .validSince ? nil : .operationNotAllowed, requestKind: .int64,
+                  blockingPath: blocking,
+                  value: { $0[keyPath: path].map(JSON.exactInt) }, assign: { $0[keyPath: path] = $1?.exactInt64 },
+                  wire: { u, _ in u[keyPath: path].map { .string(String($0)) } },
+                  blockingValue: { u in u[keyPath: path].map { .int($0 / blockingScale) } },
+                  fromRequest: { v throws(AuthError) in .set(.exactInt(try range.check(v.exactInt64 ?? -1))) },
+                  fromImport: { v, _, _ in importTime(v, range) })
+    }
+
+    /// A string, or a number written as one (imports coerce them, as firebase-tools does).
+    public static func text(_ v: JSON?) -> String? {
+        switch v {
+        case .string(let s)?: return s
+        case .number?: return v?.int64Value.map { String($0) }
+        default: return nil
+        }
+    }
+
+    /// An integer given as a number or a decimal string.
+    public static func integer(_ v: JSON?) -> Int64? {
+        switch v {
+        case .number?: return v?.int64Value
+        case .string(let s)?: return Int64(s)
+        default: return nil
+        }
+    }
+
+    static func importTime(_ v: JSON, _ range: TimeField) -> Result<FieldChange<JSON>?, UserFieldError> {
+        if v == .null || v == "" { return .success(nil) }
+        guard let t = integer(v), range.isValid(t) else { return .failure(UserFieldError(range.rangeText)) }
+        return .success(.set(.exactInt(t)))
+    }
+}
+
+/// Client-supplied account times: epoch milliseconds (`createdAt`, `lastLoginAt`) or seconds (`validSince`) from the
+/// epoch to 9999-12-31T23:59:59.999Z, the range a protobuf Timestamp (and RFC 3339) can express. Anything else is
+/// refused before it is stored, so every stored time formats, sorts and survives a data-dir restart.
+public enum TimeField: String, Sendable {
+    case createdAt, lastLoginAt, validSince
+
+    var maximum: Int64 { self == .validSince ? Timestamp.maxSeconds : Timestamp.maxMillis }
+
+    public func isValid(_ v: Int64) -> Bool { v >= 0 && v <= maximum }
+
+    /// What an import's per-user error and the 400 say.
+    public var rangeText: String {
+        self == .validSince
+            ? "\(rawValue) must be seconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59Z)"
+            : "\(rawValue) must be milliseconds since the epoch from 0 to \(maximum) (9999-12-31T23:59:59.999Z)"
+    }
+
+    public func check(_ v: Int64) throws(AuthError) -> Int64 {
+        guard isValid(v) else { throw AuthError.invalidArgument(rangeText + ".") }
+        return v
+    }
+}
+
+// MARK: the mappings
+
+extension UserFieldTable {
+    /// The record as `accounts:lookup`, `batchGet`, `query` and exports render it. `forClient`: a user's own lookup
+    /// (production shows a placeholder instead of the password hash, and no salt).
+    public func render(_ u: UserRecord, forClient: Bool = false) -> JSON {
+        var o = JSONObject()
+        o["localId"] = .string(u.localId)
+        for f in fields { if let v = f.wire(u, forClient) { o[f.name] = v } }
+        return .object(o)
+    }
+
+    /// The journal's document of a record.
+    public func journalObject(_ u: UserRecord) -> JSONObject {
+        var o = JSONObject()
+        o["localId"] = .string(u.localId)
+        for f in fields { if let v = f.value(u) { o[f.journalKey] = v } }
+        return o
+    }
+
+    /// A record from its journal document; nil without `localId` and `createdAt`.
+    public func record(fromJournal o: JSONObject) -> UserRecord? {
+        guard let id = o["localId"]?.stringValue, let created = o["createdAt"]?.exactInt64 else { return nil }
+        var u = UserRecord(localId: id, createdAt: created)
+        for f in fields { if let v = o[f.journalKey], v != .null { f.assign(&u, v) } }
+        return u
+    }
+
+    /// The names `user.updated` reports for what changed from `old` to `new`, in the table's order.
+    public func changedFields(from old: UserRecord, to new: UserRecord) -> [String] {
+        fields.compactMap { f in f.event.flatMap { f.value(old) != f.value(new) ? $0 : nil } }
+    }
+
+    /// A blocking function's `user_record` (snake_case, firebase-functions' `DecodedPayloadUserRecord`).
+    public func blockingRecord(_ u: UserRecord, tenantId: String?) -> JSONObject {
+        var r = JSONObject()
+        r["uid"] = .string(u.localId)
+        for f in fields {
+            guard let path = f.blockingPath else { continue }
+            var value = f.blockingValue(u)
+            if f.name == "tenantId" { value = (tenantId ?? u.tenantId).map(JSON.string) }
+            guard let value else { continue }
+            let parts = path.split(separator: ".").map(String.init)
+            if parts.count == 1 { r[path] = value; continue }
+            var inner = r[parts[0]]?.objectValue ?? JSONObject()
+            inner[parts[1]] = value
+            r[parts[0]] = .object(inner)
+        }
+        return r
+    }
+
+    /// An imported record's changes (`batchCreate`, firebase-tools `accounts.json`): every field imports may set that
+    /// is present, checked; the first problem is the user's message.
+    public func importChanges(_ item: JSONObject, input: UserFieldInput) -> Result<UserChanges, UserFieldError> {
+        var c = UserChanges()
+        for f in fields where f.access.contains(.importing) {
+            guard let v = item[f.name] else { continue }
+            switch f.fromImport(v, item, input) {
+            case .success(let change?): c[field: f.name] = change
+            case .success(nil): break
+            case .failure(let e): return .failure(e)
+            }
+        }
+        return .success(c)
+    }
+
+    /// Applies `changes` onto `user` (a record of `store`): each field's checks first, in the table's order, then the
+    /// values; the password last (it may move `validSince`).
+    public func apply(_ changes: UserChanges, to user: inout UserRecord, in store: AuthStore, now: Int64) throws(AuthError) {
+        if let h = changes.password?.hash {
+            let n = h.utf16.count
+            guard n <= UserFieldLimits.passwordHash else {
+                throw AuthError(.invalidPasswordHash, "passwordHash must be at most \(UserFieldLimits.passwordHash) characters (got \(n)).")
+            }
+        }
+        var admitted: [(UserField, FieldChange<JSON>)] = []
+        for f in fields {
+            let c = changes[field: f.name]
+            guard c != .unchanged else { continue }
+            admitted.append((f, try f.admit(c, user, store)))
+        }
+        for (f, c) in admitted {
+            switch c {
+            case .unchanged: continue
+            case .clear:
+                f.assign(&user, nil)
+                for other in f.alsoClears { self[other]?.assign(&user, nil) }
+            case .set(let v): f.assign(&user, v)
+            }
+        }
+        if let p = changes.password {
+            if p.clear {
+                user.passwordHash = nil
+                user.salt = nil
+            }
+            if let h = p.hash {
+                user.passwordHash = h
+                user.salt = p.salt
+                user.passwordUpdatedAt = p.updatedAt ?? now
+                if p.revokesTokens { user.validSince = now / 1000 }
+            }
+        }
+    }
+}
+
+/// The providers a record has, derived from its fields (`providerUserInfo` on the wire, `provider_data` for blocking
+/// functions): `phone` while it has a number; `password` while it has an email and a password (production and the
+/// official emulator: an admin-created or imported user with an email and no password hash has none).
+enum ProviderInfo {
+    static func wire(_ u: UserRecord) -> [JSON] {
+        var providers: [JSON] = []
+        if let p = u.phoneNumber { providers.append(["providerId": "phone", "rawId": .string(p), "phoneNumber": .string(p)]) }
+        if let e = u.email, u.passwordHash != nil {
+            var pe: JSONObject = ["providerId": "password", "rawId": .string(e), "email": .string(e), "federatedId": .string(e)]
+            pe.set("displayName", u.displayName.map(JSON.string))
+            pe.set("photoUrl", u.photoUrl.map(JSON.string))
+            providers.append(.object(pe))
+        }
+        return providers
+    }
+
+    static func blocking(_ u: UserRecord) -> [JSON] {
+        var providers: [JSON] = []
+        if let p = u.phoneNumber { providers.append(["provider_id": "phone", "uid": .string(p), "phone_number": .string(p)]) }
+        if let e = u.email, u.passwordHash != nil {
+            var o: JSONObject = ["provider_id": "password", "uid": .string(e), "email": .string(e)]
+            o.set("display_name", u.displayName.map(JSON.string))
+            o.set("photo_url", u.photoUrl.map(JSON.string))
+            providers.append(.object(o))
+        }
+        return providers
+    }
+}
