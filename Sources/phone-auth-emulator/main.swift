@@ -23,9 +23,13 @@ func printLine(_ s: String) {
     _ = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress, $0.count) }
 }
 
+let arguments = Array(CommandLine.arguments.dropFirst())
+// `exec [options] -- COMMAND`: the server around a test command (Exec.swift).
+if arguments.first == "exec" { Exec.run(Array(arguments.dropFirst())) }
+
 let settings: ServerSettings
 do {
-    switch try ServerSettings.resolve(arguments: Array(CommandLine.arguments.dropFirst()), environment: { Files.environment($0) },
+    switch try ServerSettings.resolve(arguments: arguments, environment: { Files.environment($0) },
                                       readFile: { try Files.read($0) }, fileExists: { Files.exists($0) }) {
     case .help: printLine(ServerSettings.usage); exit(0)
     case .version: printLine("phone-auth-emulator \(ProductVersion.string)"); exit(0)
