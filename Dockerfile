@@ -36,6 +36,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends libssl3 libsqli
     && rm -rf /var/lib/apt/lists/*
 COPY --from=binaries /out/ /rootfs/usr/local/bin/
 RUN set -eu; \
+    # (Binaries that travelled as CI artifacts lost their mode bits.)
+    chmod 0755 /rootfs/usr/local/bin/phone-auth-emulator /rootfs/usr/local/bin/phone-auth; \
     strip /rootfs/usr/local/bin/phone-auth-emulator /rootfs/usr/local/bin/phone-auth; \
     # Every library either binary loads, at the path the loader looks for it (ldd: "name => /path (addr)" or "/path (addr)").
     libs=$(for b in /rootfs/usr/local/bin/*; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u); \

@@ -24,17 +24,7 @@ enum Exec {
         } catch {
             fail("\(error.description) (see exec --help)", code: Status.usage)
         }
-        let settings: ServerSettings
-        do {
-            switch try ServerSettings.resolve(arguments: serverArguments, environment: { Files.environment($0) },
-                                              readFile: { try Files.read($0) }, fileExists: { Files.exists($0) }) {
-            case .help: printLine(ExecCommandLine.usage); exit(0)
-            case .version: printLine("phone-auth-emulator \(ProductVersion.string)"); exit(0)
-            case .run(let s): settings = s
-            }
-        } catch {
-            fail(error.description, code: Status.badSettings)
-        }
+        let settings = resolveSettings(serverArguments, usage: ExecCommandLine.usage, badSettings: Status.badSettings)
 
         // SIGCHLD joins SIGINT/SIGTERM before the server's threads start: all three reach only the sigwait below.
         _ = csys_block_exec_signals()
