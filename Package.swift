@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "PhoneAuthAPI", dependencies: ["PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport"]),
         // The server wired from its settings (keys, data directory, pools, listener): `PhoneAuthServer.start(settings:)`.
         .target(name: "PhoneAuthServer", dependencies: ["PhoneAuthAPI", "PhoneAuthStorage", "PhoneAuthCore", "HTTPServer", "JWT", "EmulatorSupport", "CSystem"]),
-        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthServer", "PhoneAuthAPI", "EmulatorSupport", "CSystem"]),
+        .executableTarget(name: "phone-auth-emulator", dependencies: ["PhoneAuthServer", "PhoneAuthAPI", "HTTPServer", "EmulatorSupport", "CSystem"]),
         // The `phone-auth` command line: our own small argument parser and an HTTP client.
         .target(name: "PhoneAuthCLI", dependencies: ["EmulatorSupport", "HTTPServer", "JWT"]),
         .executableTarget(name: "phone-auth", dependencies: ["PhoneAuthCLI", "EmulatorSupport"]),

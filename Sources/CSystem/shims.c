@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/wait.h>
+#include <string.h>
 
 int csys_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
     return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -28,6 +30,128 @@ int csys_wait_termination_signal(void) {
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {}
     return sig;
+}
+
+int csys_block_exec_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    return pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/// The file execvp would run for `file`: itself when it names a path, else the first executable regular file in
+/// PATH (unset: /bin:/usr/bin; an empty entry is the working directory). 0, or ENOENT/EACCES/ENAMETOOLONG.
+static int find_in_path(const char *file, char *out, size_t size) {
+    if (strchr(file, '/') != NULL) {
+        if (strlen(file) >= size) return ENAMETOOLONG;
+        strcpy(out, file);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL) path = "/bin:/usr/bin";
+    int found_unusable = 0;
+    for (const char *p = path;; ) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int n = len == 0 ? snprintf(out, size, "%s", file) : snprintf(out, size, "%.*s/%s", (int)len, p, file);
+        if (n > 0 && (size_t)n < size) {
+            struct stat st;
+            if (stat(out, &st) == 0) {
+                if (S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
+                found_unusable = 1;
+            } else if (errno == EACCES) {
+                found_unusable = 1;
+            }
+        }
+        if (end == NULL) break;
+        p = end + 1;
+    }
+    return found_unusable ? EACCES : ENOENT;
+}
+
+int csys_spawn(const char *file, char *const argv[], char *const envp[], pid_t *pid) {
+    char path[4096];
+    int rc = find_in_path(file, path, sizeof path);
+    if (rc != 0) return rc;
+    // A file without a #! line runs under /bin/sh, as execvp and shells do: that argv is built here, before fork.
+    int argc = 0;
+    while (argv[argc] != NULL) argc++;
+    char **sh_argv = calloc((size_t)argc + 2, sizeof(char *));
+    if (sh_argv == NULL) return ENOMEM;
+    sh_argv[0] = "sh";
+    sh_argv[1] = path;
+    for (int i = 1; i < argc; i++) sh_argv[i + 1] = argv[i];
+    // The child reports a failed execve through this pipe; a successful one closes it (O_CLOEXEC).
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) { rc = errno; free(sh_argv); return rc; }
+    pid_t child = fork();
+    if (child < 0) {
+        rc = errno;
+        close(report[0]);
+        close(report[1]);
+        free(sh_argv);
+        return rc;
+    }
+    if (child == 0) {
+        // Only async-signal-safe calls from here on (the parent has other threads). A signal the parent ignores
+        // stays ignored across execve: put each back to its default; then unblock everything.
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++) {
+            struct sigaction cur;
+            if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler == SIG_IGN) sigaction(sig, &dfl, NULL);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(path, argv, envp);
+        if (errno == ENOEXEC) execve("/bin/sh", sh_argv, envp);
+        int e = errno;
+        ssize_t ignored = write(report[1], &e, sizeof e);
+        (void)ignored;
+        _exit(127);
+    }
+    close(report[1]);
+    free(sh_argv);
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(report[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {}
+    close(report[0]);
+    if (n > 0) {
+        // execve failed: reap the child that reported it.
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+        return child_errno != 0 ? child_errno : EACCES;
+    }
+    *pid = child;
+    return 0;
+}
+
+char *const *csys_environ(void) { return environ; }
+
+int csys_wait_exec_signal(int *from_terminal) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    siginfo_t info;
+    int sig;
+    while ((sig = sigwaitinfo(&set, &info)) < 0) {}
+    *from_terminal = info.si_code == SI_KERNEL;
+    return sig;
+}
+
+int csys_reap_child(pid_t pid, int *status) {
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR) {}
+    if (r < 0) return -1;
+    if (r == 0) return 0;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+    return 1;
 }
 
 void csys_stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }

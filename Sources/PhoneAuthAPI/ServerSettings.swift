@@ -79,6 +79,7 @@ public struct ServerSettings: Sendable {
     public static let usage: String = {
         var lines = [
             "Usage: phone-auth-emulator [options]",
+            "       phone-auth-emulator exec [options] -- COMMAND [ARGS...]   (exec --help: run a test command against it)",
             "",
             "A Firebase-compatible phone-auth emulator: fictional numbers with preset codes, real RS256 ID tokens.",
             "",
@@ -232,4 +233,75 @@ public struct ServerSettings: Sendable {
     static let optionsByConfigKey: [String: ServerOption] = Dictionary(
         options.compactMap { o in o.configKey.map { ($0, o) } }, uniquingKeysWith: { a, _ in a })
     static let configOption = options.first { if case .configFile = $0.kind { return true } else { return false } }!
+}
+
+/// A wrong `phone-auth-emulator exec` command line (no `--`, no command): printed with the usage, exit status 64.
+public struct ExecUsageError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ d: String) { description = d }
+}
+
+/// `phone-auth-emulator exec [options] -- COMMAND [ARGS…]`: the server starts, COMMAND runs against it, and the
+/// command's status is exec's (main.swift's `Exec` runs it). Every option means what it means for the server, except
+/// that the port is a free one unless `--port` is given.
+public enum ExecCommandLine: Sendable, Equatable {
+    case help
+    /// The server's arguments (`--port 0` first, so a `--port` among the options wins over it) and the command.
+    case run(serverArguments: [String], command: [String])
+
+    /// exec's own statuses; any other is the command's (128 + N when signal N ended it, as a shell reports it).
+    public enum Status {
+        /// No `--`, or nothing after it (sysexits' EX_USAGE).
+        public static let usage: Int32 = 64
+        /// The settings are wrong: what the server itself refuses with exit code 2 (EX_CONFIG; 2 is a test runner's
+        /// status too, pytest's for an interrupted run).
+        public static let badSettings: Int32 = 78
+        /// The settings are fine but the server could not start or did not answer: the port is in use, the data
+        /// directory is locked, the signing key is unusable (EX_UNAVAILABLE).
+        public static let serverUnavailable: Int32 = 69
+        /// The command ran and exited 0, but stopping the server failed (`--export-on-exit` could not write)
+        /// (EX_SOFTWARE). When the command failed, its own status wins.
+        public static let stopFailed: Int32 = 70
+        /// The command was not found (in PATH, for a name without a slash), as a shell reports it.
+        public static let notFound: Int32 = 127
+        /// The command was found but could not be run (not executable), as a shell reports it.
+        public static let notExecutable: Int32 = 126
+    }
+
+    /// Splits the arguments after the word `exec` at the first `--`. `--help`/`-h` before it asks for the usage.
+    public static func parse(_ arguments: [String]) throws(ExecUsageError) -> ExecCommandLine {
+        let separator = arguments.firstIndex(of: "--")
+        let options = Array(arguments[..<(separator ?? arguments.endIndex)])
+        if options.contains("--help") || options.contains("-h") { return .help }
+        guard let separator else {
+            throw ExecUsageError("exec needs -- between its options and the command: phone-auth-emulator exec [options] -- COMMAND [ARGS...]")
+        }
+        let command = Array(arguments[(separator + 1)...])
+        guard let first = command.first, !first.isEmpty else { throw ExecUsageError("exec needs a command after --") }
+        return .run(serverArguments: ["--port", "0"] + options, command: command)
+    }
+
+    /// `phone-auth-emulator exec --help`.
+    public static let usage: String = [
+        "Usage: phone-auth-emulator exec [options] -- COMMAND [ARGS...]",
+        "",
+        "Starts the emulator on a free port (or --port N), waits until it answers, runs COMMAND with",
+        "  FIREBASE_AUTH_EMULATOR_HOST=HOST:PORT, PHONE_AUTH_EMULATOR_URL=http://HOST:PORT,",
+        "  GCLOUD_PROJECT and PHONE_AUTH_EMULATOR_PROJECT set to the default project,",
+        "forwards SIGINT and SIGTERM to it, stops the emulator (--export-on-exit applies) and exits with COMMAND's status",
+        "(128 + N when signal N ended it). COMMAND is looked up in PATH like a shell does.",
+        "",
+        "Options: the server's (phone-auth-emulator --help), with the same meaning; the port is a free one unless --port",
+        "is given (the config file's and PHONE_AUTH_EMULATOR_PORT's port do not apply).",
+        "",
+        "Exit status: COMMAND's, else",
+        "  \(Status.usage)   no -- or no command",
+        "  \(Status.badSettings)   a bad option, environment variable or config file (the server's exit code 2)",
+        "  \(Status.serverUnavailable)   the emulator could not start (port in use, data directory locked, ...)",
+        "  \(Status.stopFailed)   COMMAND succeeded but stopping the emulator failed (--export-on-exit)",
+        "  \(Status.notFound)  COMMAND not found; \(Status.notExecutable): not executable",
+        "",
+        "Example:",
+        "  phone-auth-emulator exec --test-phone +15555550100=654321 -- npm test",
+    ].joined(separator: "\n")
 }

@@ -23,17 +23,26 @@ func printLine(_ s: String) {
     _ = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress, $0.count) }
 }
 
-let settings: ServerSettings
-do {
-    switch try ServerSettings.resolve(arguments: Array(CommandLine.arguments.dropFirst()), environment: { Files.environment($0) },
-                                      readFile: { try Files.read($0) }, fileExists: { Files.exists($0) }) {
-    case .help: printLine(ServerSettings.usage); exit(0)
-    case .version: printLine("phone-auth-emulator \(ProductVersion.string)"); exit(0)
-    case .run(let s): settings = s
+/// The settings from `arguments` and the environment (flag > environment > config file > default): `--help` prints
+/// `usage` and `--version` the version, each exiting 0; a bad setting exits with `badSettings`.
+func resolveSettings(_ arguments: [String], usage: String, badSettings: Int32) -> ServerSettings {
+    do {
+        switch try ServerSettings.resolve(arguments: arguments, environment: { Files.environment($0) },
+                                          readFile: { try Files.read($0) }, fileExists: { Files.exists($0) }) {
+        case .help: printLine(usage); exit(0)
+        case .version: printLine("phone-auth-emulator \(ProductVersion.string)"); exit(0)
+        case .run(let s): return s
+        }
+    } catch {
+        fail(error.description, code: badSettings)
     }
-} catch {
-    fail(error.description, code: 2)
 }
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+// `exec [options] -- COMMAND`: the server around a test command (Exec.swift).
+if arguments.first == "exec" { Exec.run(Array(arguments.dropFirst())) }
+
+let settings = resolveSettings(arguments, usage: ServerSettings.usage, badSettings: 2)
 
 let server: RunningServer
 do { server = try PhoneAuthServer.start(settings: settings) } catch { fail(error.description, code: error.exitCode) }

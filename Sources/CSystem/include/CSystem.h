@@ -32,6 +32,29 @@ int csys_block_termination_signals(void);
 /// Waits for SIGINT or SIGTERM (which must be blocked) and returns the signal number.
 int csys_wait_termination_signal(void);
 
+/// `phone-auth-emulator exec`: blocks SIGINT, SIGTERM and SIGCHLD in the calling thread (before any other thread starts,
+/// so every thread inherits the mask and only `csys_wait_exec_signal` sees them).
+int csys_block_exec_signals(void);
+
+/// Starts `file` with `argv` and `envp` (NULL-terminated) as a child process, as a shell would: a name without a slash
+/// is looked up in PATH (unset: /bin:/usr/bin), a file without a #! line runs under /bin/sh. fork + execve, so the
+/// child starts with no signal blocked and none ignored (the parent blocks some and ignores SIGPIPE; posix_spawn
+/// would leave glibc's two internal signals ignored). Returns 0 and the child's pid, or an errno value (ENOENT: not
+/// found; EACCES: not executable).
+int csys_spawn(const char *file, char *const argv[], char *const envp[], pid_t *pid);
+
+/// The process's environment (`environ`, which Swift 6 cannot read directly): NAME=VALUE strings, NULL-terminated.
+char *const *csys_environ(void);
+
+/// Waits for SIGINT, SIGTERM or SIGCHLD (blocked by `csys_block_exec_signals`) and returns it. `*from_terminal` is 1
+/// when the kernel sent it on its own (a terminal's Ctrl-C reaches the whole foreground process group, the child
+/// included), 0 when a process sent it (kill).
+int csys_wait_exec_signal(int *from_terminal);
+
+/// Reaps `pid` if it has ended, without waiting: 1 and its status as a shell reports it (the exit code, or 128 + N
+/// when signal N ended it); 0 while it runs; -1 on error (errno).
+int csys_reap_child(pid_t pid, int *status);
+
 /// Makes stdout line-buffered (Swift 6 cannot touch `stdout` directly).
 void csys_stdout_line_buffered(void);
 
