@@ -36,6 +36,7 @@ public final class HTTPServer: Sendable {
         var listenFD: Int32
         var loops: [EventLoop]
         var threads: [NativeThread]
+        var budget: OutputBudget
     }
 
     public let configuration: Configuration
@@ -65,6 +66,11 @@ public final class HTTPServer: Sendable {
     #if DEBUG
     /// Connection events the loops handled so far (debug builds, for tests).
     var connectionEventCount: Int { running.withLock { $0?.loops.reduce(0) { $0 + $1.connectionEvents.load(ordering: .relaxed) } ?? 0 } }
+    /// The most output, and the most input, any one connection has held so far (debug builds, for tests).
+    var peakConnectionOutput: Int { running.withLock { $0?.loops.map { $0.peakConnectionOutput.load(ordering: .relaxed) }.max() ?? 0 } }
+    var peakConnectionInput: Int { running.withLock { $0?.loops.map { $0.peakConnectionInput.load(ordering: .relaxed) }.max() ?? 0 } }
+    /// The output charged to the budget now, and the most ever (debug builds, for tests).
+    var outputBudgetUse: (now: Int, peak: Int) { running.withLock { r in r.map { ($0.budget.bytes, $0.budget.peak) } ?? (0, 0) } }
     #endif
 
     /// Binds, listens and starts the event loop threads. Throws a readable error if the address cannot be used.
@@ -75,11 +81,12 @@ public final class HTTPServer: Sendable {
         let gate = ConnectionAdmission(descriptorLimit: DescriptorLimit.current, maxConnections: configuration.maxConnections,
                                        maxPerPeer: configuration.maxConnectionsPerPeer)
         admission.withLock { $0 = gate }
+        let budget = OutputBudget(limit: configuration.policy.outputBudgetBytes)
         var loops: [EventLoop] = []
         do {
             for _ in 0..<max(1, configuration.eventLoops) {
                 loops.append(try EventLoop(listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
-                                           admission: gate, batchSends: configuration.batchSends))
+                                           admission: gate, budget: budget, batchSends: configuration.batchSends))
             }
         } catch {
             close(fd)
@@ -91,7 +98,7 @@ public final class HTTPServer: Sendable {
         for loop in loops { loop.started.wait() }
         let port = Self.localPort(fd)
         boundPort.store(port, ordering: .releasing)
-        running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads) }
+        running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads, budget: budget) }
         return port
     }
 
