@@ -179,6 +179,8 @@ struct ConnectionState {
     var pendingOutput: Int { output.count - outputStart }
     /// The bytes the output buffer holds: what is pending and what was sent but not dropped yet.
     var heldOutput: Int { output.count }
+    var outputCapacity: Int { output.capacity }
+    var inputCapacity: Int { input.capacity }
     var isAwaitingResponse: Bool { inFlight != nil }
 
     /// Nothing in flight, buffered or half-parsed.
@@ -483,6 +485,7 @@ struct ConnectionState {
     private mutating func close(_ actions: inout [ConnectionAction]) {
         closed = true
         // Nothing more is sent or parsed: the buffers go now, not when the loop lets go of the connection.
+        config.budget?.noteReleased(output.capacity + input.capacity)
         output = []
         outputStart = 0
         input = []

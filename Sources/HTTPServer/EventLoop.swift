@@ -628,6 +628,12 @@ final class EventLoop: @unchecked Sendable {
 
     private func sweep(now: UInt64) {
         if !listening && stoppingSince == nil && now >= listenerPausedUntil { try? addListener() }
+        if budget.shouldTrim(now: now) {
+            // Closed connections' small buffers back to the system (a few ms after hundreds closed at once).
+            let started = monotonicNanos()
+            _ = malloc_trim(0)
+            logger.debug("returned free memory to the system", [("ms", String((monotonicNanos() - started) / 1_000_000))])
+        }
         if budget.isExhausted, let held = budget.exhaustedWarning.shouldLog(now: now) {
             logger.warning("unread answers use up the output budget; connections holding 16 KiB or more are not read until their clients read",
                            [("held", String(budget.bytes)), ("budget", String(budget.limit)), ("repeats", String(held))])

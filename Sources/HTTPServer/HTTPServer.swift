@@ -77,6 +77,7 @@ public final class HTTPServer: Sendable {
     @discardableResult
     public func start() throws -> Int {
         csys_ignore_sigpipe()
+        HTTPServer.returnLargeBuffersOnFree()
         let fd = try Self.listen(host: configuration.host, port: configuration.port)
         let gate = ConnectionAdmission(descriptorLimit: DescriptorLimit.current, maxConnections: configuration.maxConnections,
                                        maxPerPeer: configuration.maxConnectionsPerPeer)
@@ -100,6 +101,15 @@ public final class HTTPServer: Sendable {
         boundPort.store(port, ordering: .releasing)
         running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads, budget: budget) }
         return port
+    }
+
+    /// Makes glibc's malloc serve every block of 128 KiB or more with its own mapping, unmapped when freed (the
+    /// default threshold rises to the largest block freed so far, up to 32 MiB, after which such blocks come from the
+    /// threads' heaps and stay there). The large blocks here are connections' output and input buffers, which
+    /// clients can make a few hundred KiB each: with the default, the memory of many such connections was still held
+    /// after they closed. Process-wide, and set before the loops' threads run.
+    static func returnLargeBuffersOnFree() {
+        _ = mallopt(M_MMAP_THRESHOLD, 128 * 1024)
     }
 
     /// Stops accepting, lets in-flight requests finish (up to 10 s), closes every connection and returns.

@@ -22,6 +22,11 @@ final class OutputBudget: Sendable {
     #if DEBUG
     private let peakUsed = Atomic<Int>(0)
     #endif
+    /// Buffer bytes closed connections gave back since malloc was last asked to return free memory to the system.
+    private let released = Atomic<Int>(0)
+    private let lastTrim = Atomic<UInt64>(0)
+    /// Free memory goes back once this much was released (at most once a second).
+    static let trimAfter = 16 << 20
 
     /// `limit` ≤ 0: no budget (nothing is ever refused).
     init(limit: Int) { self.limit = limit > 0 ? limit : Int.max }
@@ -46,6 +51,24 @@ final class OutputBudget: Sendable {
         #else
         used.wrappingAdd(delta, ordering: .relaxed)
         #endif
+    }
+
+    /// A connection closed, letting go of buffers of this many bytes.
+    func noteReleased(_ bytes: Int) {
+        if bytes > 0 { released.wrappingAdd(bytes, ordering: .relaxed) }
+    }
+
+    /// Whether to return free memory to the system now (`malloc_trim`): once `trimAfter` bytes were released by
+    /// closed connections, at most once a second, to one caller. Small buffers (below malloc's mmap threshold) go
+    /// back to the threads' heaps when freed, and stay there: many connections that closed at once left tens of
+    /// megabytes there.
+    func shouldTrim(now: UInt64) -> Bool {
+        guard released.load(ordering: .relaxed) >= Self.trimAfter else { return false }
+        let last = lastTrim.load(ordering: .relaxed)
+        guard now &- last >= 1_000_000_000,
+              lastTrim.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return false }
+        released.store(0, ordering: .relaxed)
+        return true
     }
 
     #if DEBUG

@@ -396,6 +396,28 @@ final class ConnectionStateTests: XCTestCase {
         XCTAssertEqual(budget.bytes, 0)
     }
 
+    /// Closed connections report the buffers they let go of; once 16 MiB went, the loop is told (once, and then at
+    /// most once a second) to give free memory back to the system.
+    func testClosedConnectionsBuffersLeadToOneTrim() {
+        let budget = OutputBudget(limit: 1 << 30)
+        var released = 0
+        var now: UInt64 = 10_000_000_000
+        while released < OutputBudget.trimAfter {
+            var h = Harness(budget: budget)
+            h.room = 0
+            h.receive(String(repeating: "GET /n HTTP/1.1\r\n\r\n", count: 3000))
+            released += h.state.outputCapacity + h.state.inputCapacity
+            XCTAssertFalse(budget.shouldTrim(now: now), "not before 16 MiB were released")
+            h.feed(.hangup)
+            now += 1_000_000
+        }
+        XCTAssertTrue(budget.shouldTrim(now: now))
+        XCTAssertFalse(budget.shouldTrim(now: now), "once")
+        budget.noteReleased(OutputBudget.trimAfter)
+        XCTAssertFalse(budget.shouldTrim(now: now + 500_000_000), "at most once a second")
+        XCTAssertTrue(budget.shouldTrim(now: now + 1_000_000_000))
+    }
+
     // MARK: timeouts (injected clock)
 
     func testSlowReaderIsDroppedAfterNoWriteProgress() {
