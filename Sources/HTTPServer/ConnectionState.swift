@@ -11,6 +11,10 @@ enum ConnectionEvent: Sendable {
     case hangup
     /// `EPOLLOUT`: the socket takes bytes again.
     case writable
+    /// `EPOLLIN` while the state wants no input: reading was paused by something outside the connection (the server's
+    /// output budget used up by others) since it last chose its interest; it chooses again (level-triggered input
+    /// left armed would be reported on every `epoll_wait`).
+    case readable
     /// `send` took `n` (> 0) bytes of the pending output.
     case wrote(Int, now: UInt64)
     /// `send` would block: wait for `writable`.
@@ -71,13 +75,19 @@ struct ConnectionState {
         var writeTimeout: UInt64
         var linger: UInt64
         var limits: HTTPLimits
-        /// Stop reading while this much input is unread (a request in flight with more pipelined behind it).
+        /// Stop reading while this much input is unread and no request is in flight (the request being received: the
+        /// parser refuses one past the head and body limits).
         var inputCap: Int
-        /// Stop parsing and reading while this much output waits for the client.
+        /// Stop reading while this much input is unread behind a request in flight (pipelined requests read ahead).
+        var readAhead: Int
+        /// Stop parsing and reading while this much output waits for the client: the connection holds at most this,
+        /// one answer and `compactAfter` bytes already sent.
         var outputHighWater: Int
+        /// The server's budget for unread output, shared by every connection (nil: none).
+        var budget: OutputBudget?
         var renderError: @Sendable (HTTPParseError) -> HTTPResponse
 
-        init(_ p: ConnectionPolicy) {
+        init(_ p: ConnectionPolicy, budget: OutputBudget? = nil) {
             func nanos(_ s: Double) -> UInt64 { s <= 0 ? 0 : s >= 1e9 ? UInt64(1e18) : UInt64(s * 1e9) }
             requestTimeout = nanos(p.requestTimeoutSeconds)
             idleTimeout = nanos(p.idleTimeoutSeconds)
@@ -85,7 +95,9 @@ struct ConnectionState {
             linger = nanos(p.lingerSeconds)
             limits = p.limits
             inputCap = p.limits.maxHeadBytes + p.limits.maxBodyBytes + 65536
-            outputHighWater = 1 << 20
+            readAhead = 65536
+            outputHighWater = max(1, p.outputHighWaterBytes)
+            self.budget = budget
             renderError = p.renderError
         }
     }
@@ -122,6 +134,17 @@ struct ConnectionState {
     /// Requests dispatched so far; the in-flight one is number `requestNumber`.
     private(set) var requestNumber: UInt64 = 0
     private var closeHooks: [@Sendable () -> Void] = []
+    /// What this connection counts against `config.budget` now: the output it holds past `OutputBudget.floor`.
+    private var charged = 0
+    /// Output already sent is dropped from the buffer once this much of it precedes what is pending and more may be
+    /// appended (a client that reads slowly would otherwise keep up to its whole history of answers).
+    static let compactAfter = 65536
+    #if DEBUG
+    /// The most output this connection has held (pending and sent-but-not-yet-dropped bytes), and the most input
+    /// (debug builds, for tests).
+    private(set) var peakHeldOutput = 0
+    private(set) var peakHeldInput = 0
+    #endif
 
     /// The peer's FIN was read: nothing more will arrive.
     private(set) var readClosed = false
@@ -154,15 +177,42 @@ struct ConnectionState {
 
     var unreadInput: Int { input.count - inputStart }
     var pendingOutput: Int { output.count - outputStart }
+    /// The bytes the output buffer holds: what is pending and what was sent but not dropped yet.
+    var heldOutput: Int { output.count }
+    var outputCapacity: Int { output.capacity }
+    var inputCapacity: Int { input.capacity }
     var isAwaitingResponse: Bool { inFlight != nil }
 
     /// Nothing in flight, buffered or half-parsed.
     var isIdle: Bool { inFlight == nil && unreadInput == 0 && pendingOutput == 0 && !parser.isMidRequest }
 
     /// Whether the loop should `recv` now (reading pauses under backpressure and stops after the FIN).
-    var wantsInput: Bool {
-        !closed && !readClosed
-            && (lingering || (!closeAfterFlush && pendingOutput < config.outputHighWater && unreadInput <= config.inputCap))
+    @inline(__always) var wantsInput: Bool {
+        !closed && !readClosed && (lingering || (!closeAfterFlush && mayAddAnswer && inputRoom > 0))
+    }
+
+    /// How many bytes the loop may read now: 0 unless `wantsInput`, then at most what keeps the unread input within
+    /// `readAhead` behind a request in flight, or within `inputCap` while a request is received. Set after every
+    /// event (a stored value: reading it from the loop costs no copy of the state); the budget part may have changed
+    /// since, which costs one read at most (the state then parses nothing and drops its read interest).
+    private(set) var readRoom = 0
+
+    @inline(__always) private var inputRoom: Int {
+        if lingering || stream != nil { return Int.max }  // drained and dropped
+        return (inFlight == nil ? config.inputCap : config.readAhead) - unreadInput
+    }
+
+    /// Whether another request may be parsed (and its answer added): less than the high-water mark waits for the
+    /// client, and the server's budget is not used up — or this connection holds less than `OutputBudget.floor`,
+    /// which every connection may hold whatever the others do (a client that reads its answers is always served).
+    @inline(__always) private var mayAddAnswer: Bool { pendingOutput < config.outputHighWater && withinBudget }
+
+    /// A connection the budget holds back holds at least `OutputBudget.floor`, so it has output to send and
+    /// resumes as its client reads.
+    @inline(__always) private var withinBudget: Bool {
+        guard output.count >= OutputBudget.floor, let budget = config.budget else { return true }
+        // Counting what this connection added since it last charged (`account` runs after each event).
+        return budget.hasRoom(uncharged: output.count - OutputBudget.floor - charged)
     }
 
     /// The bytes to send next (for `ConnectionAction.send`).
@@ -184,6 +234,12 @@ struct ConnectionState {
             if case .closeHook(_, let hook) = event { actions.append(.fireCloseHooks([hook])) }
             return
         }
+        handle(event, &actions)
+        account()
+        readRoom = wantsInput ? inputRoom : 0
+    }
+
+    @inline(__always) private mutating func handle(_ event: ConnectionEvent, _ actions: inout [ConnectionAction]) {
         switch event {
         case .opened:
             advance(&actions)
@@ -191,7 +247,13 @@ struct ConnectionState {
         case .received(let bytes, let now):
             see(now)
             lastActivity = clock
-            if lingering || stream != nil { return }  // a streaming connection serves nothing else: input is dropped  // a closing connection drains and drops what the client still sends
+            // A closing connection drains and drops what the client still sends; a streaming one serves nothing else.
+            if lingering || stream != nil { return }
+            if inputStart > 0 {
+                // What was parsed goes before more is appended (at most the unread input is moved: a read's worth).
+                input.removeFirst(inputStart)
+                inputStart = 0
+            }
             input.append(contentsOf: bytes)
             advance(&actions)
 
@@ -208,17 +270,19 @@ struct ConnectionState {
             writeBlocked = false
             advance(&actions)
 
+        case .readable:
+            advance(&actions)
+
         case .wrote(let n, let now):
             see(now)
             outputStart += n
             lastWriteProgress = clock
             if outputStart >= output.count {
-                output.removeAll(keepingCapacity: output.capacity <= 65536)
+                output.removeAll(keepingCapacity: output.capacity <= OutputBudget.floor)
                 outputStart = 0
                 writeBlocked = false
-            } else if outputStart > 1 << 20 && outputStart * 2 > output.count {
-                output.removeFirst(outputStart)
-                outputStart = 0
+            } else if outputStart >= Self.compactAfter && pendingOutput < config.outputHighWater {
+                compactOutput()
             }
             advance(&actions)
 
@@ -303,10 +367,10 @@ struct ConnectionState {
     /// Decides the next step after any change: dispatch the next request, send, finish, or wait (with the right interest).
     private mutating func advance(_ actions: inout [ConnectionAction]) {
         if lingering { return setInterest(&actions) }
-        if let s = stream, s.wantsPull, pendingOutput < Self.streamLowWater {
+        if let s = stream, s.wantsPull, pendingOutput < Self.streamLowWater, withinBudget {
             return actions.append(.pullStream(s.body.source, limit: Self.streamLowWater - pendingOutput))
         }
-        if inFlight == nil && !closeAfterFlush && pendingOutput < config.outputHighWater && unreadInput > 0 {
+        if inFlight == nil && !closeAfterFlush && mayAddAnswer && unreadInput > 0 {
             switch parser.parse(input, from: inputStart, remoteAddress: remote) {
             case .needMore:
                 break
@@ -367,6 +431,29 @@ struct ConnectionState {
         if pendingOutput == 0 { lastWriteProgress = clock }
     }
 
+    /// Drops the output already sent, before more is appended behind what is pending (less than the high-water
+    /// mark: at most that much is copied per `compactAfter` bytes sent). Into a new buffer that fits, so the pages
+    /// of a larger one go back (a large answer earlier, or the sent bytes) rather than stay with the connection.
+    private mutating func compactOutput() {
+        output = Array(output[outputStart...])
+        outputStart = 0
+    }
+
+    /// Charges the output held past `OutputBudget.floor` to the server's budget (a closed connection holds none).
+    /// What a buffer holds is what it occupies: the sent bytes are dropped into a new buffer (`compactOutput`), a
+    /// drained one keeps at most `floor` of room, and room past what was written is never touched.
+    private mutating func account() {
+        #if DEBUG
+        if output.count > peakHeldOutput { peakHeldOutput = output.count }
+        if input.count > peakHeldInput { peakHeldInput = input.count }
+        #endif
+        // The common answer, smaller than the floor, leaves the budget alone (not even a reference to it is taken).
+        let charge = closed ? 0 : max(0, output.count - OutputBudget.floor)
+        guard charge != charged, let budget = config.budget else { return }
+        budget.charge(charge - charged)
+        charged = charge
+    }
+
     private mutating func compactInput() {
         if inputStart == input.count {
             input.removeAll(keepingCapacity: input.capacity <= 65536)
@@ -397,6 +484,12 @@ struct ConnectionState {
 
     private mutating func close(_ actions: inout [ConnectionAction]) {
         closed = true
+        // Nothing more is sent or parsed: the buffers go now, not when the loop lets go of the connection.
+        config.budget?.noteReleased(output.capacity + input.capacity)
+        output = []
+        outputStart = 0
+        input = []
+        inputStart = 0
         actions.append(.close)
         if let s = stream {
             stream = nil

@@ -36,6 +36,12 @@ public struct ConnectionPolicy: Sendable {
     /// How long a closing connection drains the client's remaining bytes (so the error response is not lost to RST).
     public var lingerSeconds: Double = 2
     public var limits = HTTPLimits()
+    /// A connection parses no further request (and is not read) while this much of its output waits for the client:
+    /// it holds at most this, one answer and 64 KiB already sent.
+    public var outputHighWaterBytes = 256 * 1024
+    /// Unread output of all connections together (see `OutputBudget`): while this much is held, connections holding
+    /// 16 KiB or more are not read until their clients read; 0: no budget.
+    public var outputBudgetBytes = 64 << 20
     /// The response for an HTTP-level failure (400, 408, 411, 413, 431, 505); the connection closes after it.
     public var renderError: @Sendable (HTTPParseError) -> HTTPResponse = ConnectionPolicy.defaultErrorResponse
     public init() {}
@@ -80,6 +86,7 @@ final class EventLoop: @unchecked Sendable {
     private let config: ConnectionState.Config
     private let logger: Logger
     private let admission: ConnectionAdmission
+    private let budget: OutputBudget
 
     private var connections: [UInt64: Connection] = [:]
     private var nextID: UInt64 = 2
@@ -151,14 +158,18 @@ final class EventLoop: @unchecked Sendable {
     #if DEBUG
     /// Connection events handled (debug builds): tests check an idle or half-closed connection costs none.
     let connectionEvents = Atomic<Int>(0)
+    /// The most output, and the most input, one connection of this loop has held (debug builds, for tests).
+    let peakConnectionOutput = Atomic<Int>(0)
+    let peakConnectionInput = Atomic<Int>(0)
     #endif
 
     init(listenFD: Int32, responder: any HTTPResponder, policy: ConnectionPolicy, logger: Logger,
-         admission: ConnectionAdmission, batchSends: Bool = true) throws {
+         admission: ConnectionAdmission, budget: OutputBudget, batchSends: Bool = true) throws {
         self.admission = admission
+        self.budget = budget
         self.listenFD = listenFD
         self.responder = responder
-        self.config = ConnectionState.Config(policy)
+        self.config = ConnectionState.Config(policy, budget: budget)
         self.logger = logger
         actions.reserveCapacity(8)
         self.batchSends = batchSends
@@ -597,12 +608,14 @@ final class EventLoop: @unchecked Sendable {
     /// Reads while the state wants input. A short read usually means the socket is drained; after EPOLLRDHUP the
     /// loop reads on to the end of the stream so the state learns of the FIN now, not on the next wakeup.
     private func readAvailable(_ c: Connection, peerClosed: Bool, now: UInt64) {
-        while c.state.wantsInput {
-            let r = readBuffer.withUnsafeMutableBytes { Posix.receive(c.fd, into: $0) }
+        guard c.state.readRoom > 0 else { return drive(c, .readable, now: now) }
+        while c.state.readRoom > 0 {
+            let want = min(readBuffer.count, c.state.readRoom)
+            let r = readBuffer.withUnsafeMutableBytes { Posix.receive(c.fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<want])) }
             switch r {
             case .bytes(let n):
                 drive(c, .received(readBuffer[0..<n], now: now), now: now)
-                if n < readBuffer.count && !peerClosed { return }
+                if n < want && !peerClosed { return }
             case .wouldBlock:
                 return
             case .endOfStream:
@@ -615,6 +628,16 @@ final class EventLoop: @unchecked Sendable {
 
     private func sweep(now: UInt64) {
         if !listening && stoppingSince == nil && now >= listenerPausedUntil { try? addListener() }
+        if budget.shouldTrim(now: now) {
+            // Closed connections' small buffers back to the system (a few ms after hundreds closed at once).
+            let started = monotonicNanos()
+            _ = malloc_trim(0)
+            logger.debug("returned free memory to the system", [("ms", String((monotonicNanos() - started) / 1_000_000))])
+        }
+        if budget.isExhausted, let held = budget.exhaustedWarning.shouldLog(now: now) {
+            logger.warning("unread answers use up the output budget; connections holding 16 KiB or more are not read until their clients read",
+                           [("held", String(budget.bytes)), ("budget", String(budget.limit)), ("repeats", String(held))])
+        }
         for c in Array(connections.values) { drive(c, .tick(now: now), now: now) }
     }
 
@@ -669,6 +692,14 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
         }
+        #if DEBUG
+        if c.state.peakHeldOutput > peakConnectionOutput.load(ordering: .relaxed) {
+            peakConnectionOutput.store(c.state.peakHeldOutput, ordering: .relaxed)
+        }
+        if c.state.peakHeldInput > peakConnectionInput.load(ordering: .relaxed) {
+            peakConnectionInput.store(c.state.peakHeldInput, ordering: .relaxed)
+        }
+        #endif
     }
 
     private func setInterest(_ c: Connection, _ interest: Interest) -> Bool {

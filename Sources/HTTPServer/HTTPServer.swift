@@ -36,6 +36,7 @@ public final class HTTPServer: Sendable {
         var listenFD: Int32
         var loops: [EventLoop]
         var threads: [NativeThread]
+        var budget: OutputBudget
     }
 
     public let configuration: Configuration
@@ -65,21 +66,28 @@ public final class HTTPServer: Sendable {
     #if DEBUG
     /// Connection events the loops handled so far (debug builds, for tests).
     var connectionEventCount: Int { running.withLock { $0?.loops.reduce(0) { $0 + $1.connectionEvents.load(ordering: .relaxed) } ?? 0 } }
+    /// The most output, and the most input, any one connection has held so far (debug builds, for tests).
+    var peakConnectionOutput: Int { running.withLock { $0?.loops.map { $0.peakConnectionOutput.load(ordering: .relaxed) }.max() ?? 0 } }
+    var peakConnectionInput: Int { running.withLock { $0?.loops.map { $0.peakConnectionInput.load(ordering: .relaxed) }.max() ?? 0 } }
+    /// The output charged to the budget now, and the most ever (debug builds, for tests).
+    var outputBudgetUse: (now: Int, peak: Int) { running.withLock { r in r.map { ($0.budget.bytes, $0.budget.peak) } ?? (0, 0) } }
     #endif
 
     /// Binds, listens and starts the event loop threads. Throws a readable error if the address cannot be used.
     @discardableResult
     public func start() throws -> Int {
         csys_ignore_sigpipe()
+        HTTPServer.returnLargeBuffersOnFree()
         let fd = try Self.listen(host: configuration.host, port: configuration.port)
         let gate = ConnectionAdmission(descriptorLimit: DescriptorLimit.current, maxConnections: configuration.maxConnections,
                                        maxPerPeer: configuration.maxConnectionsPerPeer)
         admission.withLock { $0 = gate }
+        let budget = OutputBudget(limit: configuration.policy.outputBudgetBytes)
         var loops: [EventLoop] = []
         do {
             for _ in 0..<max(1, configuration.eventLoops) {
                 loops.append(try EventLoop(listenFD: fd, responder: responder, policy: configuration.policy, logger: logger,
-                                           admission: gate, batchSends: configuration.batchSends))
+                                           admission: gate, budget: budget, batchSends: configuration.batchSends))
             }
         } catch {
             close(fd)
@@ -91,8 +99,17 @@ public final class HTTPServer: Sendable {
         for loop in loops { loop.started.wait() }
         let port = Self.localPort(fd)
         boundPort.store(port, ordering: .releasing)
-        running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads) }
+        running.withLock { $0 = Running(listenFD: fd, loops: loops, threads: threads, budget: budget) }
         return port
+    }
+
+    /// Makes glibc's malloc serve every block of 128 KiB or more with its own mapping, unmapped when freed (the
+    /// default threshold rises to the largest block freed so far, up to 32 MiB, after which such blocks come from the
+    /// threads' heaps and stay there). The large blocks here are connections' output and input buffers, which
+    /// clients can make a few hundred KiB each: with the default, the memory of many such connections was still held
+    /// after they closed. Process-wide, and set before the loops' threads run.
+    static func returnLargeBuffersOnFree() {
+        _ = mallopt(M_MMAP_THRESHOLD, 128 * 1024)
     }
 
     /// Stops accepting, lets in-flight requests finish (up to 10 s), closes every connection and returns.

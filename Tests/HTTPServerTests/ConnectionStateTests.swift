@@ -27,8 +27,8 @@ struct Harness {
     /// Answers at once when it returns a response; nil defers (the test answers with `respond`).
     var responder: (HTTPRequest) -> HTTPResponse? = { r in HTTPResponse(status: 200, body: Array("\(r.method) \(r.path)".utf8)) }
 
-    init(policy: ConnectionPolicy = ConnectionPolicy()) {
-        state = ConnectionState(config: .init(policy), remote: "127.0.0.1", now: 5_000_000_000)
+    init(policy: ConnectionPolicy = ConnectionPolicy(), budget: OutputBudget? = nil) {
+        state = ConnectionState(config: .init(policy, budget: budget), remote: "127.0.0.1", now: 5_000_000_000)
         feed(.opened)
     }
 
@@ -311,6 +311,111 @@ final class ConnectionStateTests: XCTestCase {
         h.respond(1, HTTPResponse(status: 204))
         XCTAssertEqual(h.dispatched.count, 4001)
         XCTAssertEqual(h.interest, [.read])
+    }
+
+    /// Pipelined requests behind one in flight are read ahead at most 64 KiB (before, up to the 1.1 MiB a single
+    /// request may take); the request being received may still take all of that.
+    func testPipelinedInputIsReadAheadAtMost64KiBBehindARequestInFlight() {
+        var h = Harness()
+        h.responder = { _ in nil }
+        h.receive("GET /a HTTP/1.1\r\n\r\n")
+        XCTAssertTrue(h.state.wantsInput)
+        h.receive(String(repeating: "GET /b HTTP/1.1\r\n\r\n", count: 3500))
+        XCTAssertGreaterThan(h.state.unreadInput, h.state.config.readAhead)
+        XCTAssertFalse(h.state.wantsInput, "64 KiB read ahead: stop reading until the answer")
+        h.responder = { _ in HTTPResponse(status: 204) }
+        h.respond(1, HTTPResponse(status: 204))
+        XCTAssertEqual(h.dispatched.count, 3501)
+        XCTAssertTrue(h.state.wantsInput)
+        // Nothing in flight: a large request is read whole (the parser bounds it).
+        h.receive("POST /c HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n" + String(repeating: "z", count: 900_000))
+        XCTAssertTrue(h.state.wantsInput)
+        h.receive(String(repeating: "z", count: 100_000))
+        XCTAssertEqual(h.dispatched.last?.request.body.count, 1_000_000)
+    }
+
+    /// A client that reads its pipelined answers slowly: the connection holds at most its high-water mark, one answer
+    /// and 64 KiB already sent (the sent bytes are dropped before more answers are added), and every answer arrives
+    /// in order. Before, sent bytes stayed until a whole MiB of them had gone: twice the mark.
+    func testASlowReaderOfPipelinedAnswersHoldsAtMostTheMarkAndOneAnswer() {
+        var h = Harness()
+        let filler = [UInt8](repeating: 0x2E, count: 2000)
+        h.responder = { r in HTTPResponse(status: 200, body: Array(r.path.utf8) + filler) }
+        h.room = 0
+        h.sendChunk = 7919
+        h.receive((0..<5000).map { "GET /\($0) HTTP/1.1\r\n\r\n" }.joined())
+        XCTAssertGreaterThanOrEqual(h.state.pendingOutput, h.state.config.outputHighWater, "parsing stops at the mark")
+        XCTAssertLessThan(h.dispatched.count, 5000)
+        while h.state.pendingOutput > 0 { h.clientReads(5003) }
+        XCTAssertEqual(h.dispatched.count, 5000)
+        var expected: [UInt8] = []
+        for k in 0..<5000 {
+            HTTPResponse(status: 200, body: Array("/\(k)".utf8) + filler).serialize(into: &expected, keepAlive: true, versionMinor: 1, headOnly: false)
+        }
+        XCTAssertTrue(h.wire == expected, "every answer, in order")
+        let answer = expected.count / 5000 + 10
+        XCTAssertLessThanOrEqual(h.state.peakHeldOutput, h.state.config.outputHighWater + answer + ConnectionState.compactAfter)
+    }
+
+    /// With the server's output budget used up by others, a connection parses on only while it holds less than the
+    /// floor; once the budget has room it goes on to its mark or the budget, and what it charged is returned when
+    /// its client reads and when it closes.
+    func testAUsedUpBudgetStopsAConnectionAtTheFloor() {
+        let budget = OutputBudget(limit: 100_000)
+        budget.charge(100_000)  // held by other connections
+        var h = Harness(budget: budget)
+        let filler = [UInt8](repeating: 0x2E, count: 2000)
+        h.responder = { _ in HTTPResponse(status: 200, body: filler) }
+        h.room = 0
+        h.receive(String(repeating: "GET /n HTTP/1.1\r\n\r\n", count: 300))
+        let answer = h.state.heldOutput / h.dispatched.count
+        XCTAssertGreaterThanOrEqual(h.state.heldOutput, OutputBudget.floor)
+        XCTAssertLessThan(h.state.heldOutput - answer, OutputBudget.floor, "stopped at the first answer past the floor")
+        XCTAssertFalse(h.state.wantsInput)
+        XCTAssertEqual(budget.bytes, 100_000 + h.state.heldOutput - OutputBudget.floor)
+        // Reading a little changes nothing while the budget is used up.
+        let parsed = h.dispatched.count
+        h.clientReads(1)
+        XCTAssertEqual(h.dispatched.count, parsed)
+        // The others let go: on to the budget (its first 100,000 bytes past the floor), not to the mark.
+        budget.charge(-100_000)
+        h.clientReads(1)
+        XCTAssertTrue(budget.isExhausted)
+        XCTAssertLessThan(budget.bytes, 100_000 + answer)
+        XCTAssertLessThan(h.state.pendingOutput, h.state.config.outputHighWater)
+        // The client reads everything: every answer, and nothing charged.
+        h.clientReads(1 << 30)
+        XCTAssertEqual(h.dispatched.count, 300)
+        XCTAssertEqual(h.statuses.count, 300)
+        XCTAssertEqual(budget.bytes, 0)
+        // A connection that closes with answers unread returns its charge.
+        h.room = 0
+        h.receive(String(repeating: "GET /n HTTP/1.1\r\n\r\n", count: 300))
+        XCTAssertGreaterThan(budget.bytes, 0)
+        h.feed(.hangup)
+        XCTAssertEqual(budget.bytes, 0)
+    }
+
+    /// Closed connections report the buffers they let go of; once 16 MiB went, the loop is told (once, and then at
+    /// most once a second) to give free memory back to the system.
+    func testClosedConnectionsBuffersLeadToOneTrim() {
+        let budget = OutputBudget(limit: 1 << 30)
+        var released = 0
+        var now: UInt64 = 10_000_000_000
+        while released < OutputBudget.trimAfter {
+            var h = Harness(budget: budget)
+            h.room = 0
+            h.receive(String(repeating: "GET /n HTTP/1.1\r\n\r\n", count: 3000))
+            released += h.state.outputCapacity + h.state.inputCapacity
+            XCTAssertFalse(budget.shouldTrim(now: now), "not before 16 MiB were released")
+            h.feed(.hangup)
+            now += 1_000_000
+        }
+        XCTAssertTrue(budget.shouldTrim(now: now))
+        XCTAssertFalse(budget.shouldTrim(now: now), "once")
+        budget.noteReleased(OutputBudget.trimAfter)
+        XCTAssertFalse(budget.shouldTrim(now: now + 500_000_000), "at most once a second")
+        XCTAssertTrue(budget.shouldTrim(now: now + 1_000_000_000))
     }
 
     // MARK: timeouts (injected clock)

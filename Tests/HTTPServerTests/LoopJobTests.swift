@@ -61,26 +61,7 @@ final class LoopJobTests: XCTestCase {
 
     /// Reads `count` responses (by their Content-Length) and returns their bodies.
     func readBodies(_ fd: Int32, count: Int) -> [String] {
-        var input: [UInt8] = []
-        var bodies: [String] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while bodies.count < count {
-            let text = String(decoding: input, as: UTF8.self)
-            if let headEnd = text.range(of: "\r\n\r\n"),
-               let cl = text[..<headEnd.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
-               let length = Int(String(cl.dropFirst("content-length:".count)).filter { $0 != " " }) {
-                let headBytes = text[..<headEnd.upperBound].utf8.count
-                if input.count >= headBytes + length {
-                    bodies.append(String(decoding: input[headBytes..<(headBytes + length)], as: UTF8.self))
-                    input.removeFirst(headBytes + length)
-                    continue
-                }
-            }
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            input.append(contentsOf: buf[0..<n])
-        }
-        return bodies
+        HTTPServerTests.readBodies(fd, count: count).map { String(decoding: $0, as: UTF8.self) }
     }
 
     func testAJobRunsOnTheLoopThatHoldsTheRequestAndAnswersInOrder() {

@@ -98,6 +98,29 @@ final class StreamingTests: XCTestCase {
         XCTAssertEqual(h.detached, 1)
     }
 
+    /// A stream is one more buffer a slow reader grows: with the server's output budget used up by others, it pulls
+    /// nothing more while it holds the floor (the events wait in the source), and resumes once there is room.
+    func testAStreamPullsNothingWhileTheBudgetIsUsedUp() {
+        let budget = OutputBudget(limit: 1 << 20)
+        budget.charge(1 << 20)  // held by other connections
+        let source = ScriptedSource()
+        source.push(String(repeating: "x", count: 10 * ConnectionState.streamLowWater))
+        var h = Harness(budget: budget)
+        h.room = 0
+        h.responder = { _ in nil }
+        h.receive("GET /events HTTP/1.1\r\n\r\n")
+        h.respond(1, streamResponse(source))
+        XCTAssertGreaterThanOrEqual(h.state.heldOutput, OutputBudget.floor, "the first pull: up to the low-water mark")
+        let pulls = source.state.withLock { $0.pulls }
+        h.clientReads(20_000)  // below the low-water mark, still past the floor
+        h.feed(.streamReady(1))
+        XCTAssertEqual(source.state.withLock { $0.pulls }, pulls, "no pull while the budget is used up")
+        budget.charge(-(1 << 20))
+        h.clientReads(1)
+        XCTAssertGreaterThan(source.state.withLock { $0.pulls }, pulls, "room again: pulling resumes")
+        XCTAssertLessThanOrEqual(h.state.pendingOutput, ConnectionState.streamLowWater + 200)
+    }
+
     func testAQuietStreamWritesItsKeepAlive() {
         let source = ScriptedSource()
         var h = Harness()

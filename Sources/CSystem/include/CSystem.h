@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
+#include <malloc.h>  /* mallopt: Glibc's module does not export it */
 
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC; Glibc's module does not export it without _GNU_SOURCE.
 int csys_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
