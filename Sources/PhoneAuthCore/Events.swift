@@ -3,11 +3,11 @@ import Synchronization
 
 // # The event log
 //
-// Every project and tenant has an `EventLog`: a ring of its last `EventHub.capacityPerStore` events (10,000), each
-// with an id from one server-wide counter (so ids increase across all stores and an id names one event) and the
-// emulator clock's time. Domain code emits into the transaction that did the thing (`StoreTransaction.emit`): the
-// events are published when the transaction is applied — at once without a journal, after the commit with one, never
-// when it is rolled back. Events of things outside any store transaction (clock, keys) use `EventHub.emit` / `broadcast`.
+// Every project and tenant has an `EventLog`: a ring of its newest events, each with an id from one server-wide
+// counter (so ids increase across all stores and an id names one event) and the emulator clock's time. Domain code
+// emits into the transaction that did the thing (`StoreTransaction.emit`): the events are published when the
+// transaction is applied — at once without a journal, after the commit with one, never when it is rolled back. Events
+// of things outside any store transaction (clock, keys) use `EventHub.emit` / `broadcast`.
 //
 // Emitting costs a small enum appended under the log's lock: no JSON, no strings (a session id stays 16 bytes) while
 // nobody follows the store's stream. While streams follow it, each event is also rendered once per wire format in use
@@ -15,11 +15,22 @@ import Synchronization
 // (one copy per run of consecutive events), so ten readers cost one rendering and ten copies, not ten renderings.
 // Events from before anyone followed (a replay) are rendered by the first reader that needs them and kept the same way.
 //
-// A subscriber is a cursor into its store's ring, not a copy: a reader that falls behind by more than the ring holds
+// History is bounded by bytes and by age, not only by count, because a client can make stores (tenants on first use)
+// and fill each: a store's history holds at most `EventHub.bytesPerStore` (512 KiB: its ring slots, the strings its
+// events keep outside them, every chunk of rendered bytes a slot refers to, whole), at most `capacityPerStore` events,
+// and nothing older than `maxAgeMillis` (24 h on the emulator clock) that no connected reader still has to read; all
+// stores together hold at most `bytesInAll` (32 MiB): past it the oldest events server-wide go, whichever stores they
+// are in. Nothing is allocated ahead: an empty log has no ring (it grows from 4 slots by doubling and shrinks by half
+// when a quarter full), no references in a format nobody rendered, no chunk (the first is 2 KiB, each next one twice
+// the last, up to 32 KiB); the hub's table lets go of a log that has neither history nor subscribers and that only the
+// table holds, so a log lives as long as its store and its history (a tenant removed leaves nothing once its history
+// is gone, nor does a name only subscribed to).
+//
+// A subscriber is a cursor into its store's ring, not a copy: a reader that falls behind by more than the bounds keep
 // loses the oldest events, and its next read starts with how many of the events it asked for (its type filter) it
-// missed (`dropped`). So a stuck subscriber costs the emitter no more than any follower (one rendering per event and
-// format, shared) and memory stays at one ring per store, with its events' bytes in the formats followed. The emitter
-// wakes only subscribers that said they wait (`read` found nothing), once, outside the lock.
+// missed (`dropped`), whichever bound evicted them. So a stuck subscriber costs the emitter no more than any follower
+// (one rendering per event and format, shared) and memory stays within the bounds. The emitter wakes only subscribers
+// that said they wait (`read` found nothing), once, outside the lock.
 
 /// What happened, with its fields (the event contract: /emulator/v1/projects/{p}/events).
 public enum EventPayload: Sendable, Equatable {
@@ -260,43 +271,134 @@ public struct EventFilter: Sendable, Equatable {
     }
 }
 
-/// Server-wide: the id counter, the subscriber cap, and every store's log.
+/// Server-wide: the id counter, the subscriber cap, every store's log, and the bounds their history shares.
 public final class EventHub: Sendable {
-    /// Events a store's ring keeps.
+    /// Events a store's history keeps at most.
     public static let capacityPerStore = 10_000
+    /// Bytes a store's history may hold: its ring, the strings its events keep outside it, and the chunks of bytes
+    /// rendered for streams (about 3,000 events nobody rendered, or 700 rendered in both wire formats).
+    public static let bytesPerStore = 512 * 1024
+    /// Bytes the histories of all stores may hold together: past it the oldest events server-wide go first, whichever
+    /// store they are in (1,000 tenants share it as one store does).
+    public static let bytesInAll = 32 * 1024 * 1024
+    /// Events older than this on the emulator clock leave history (none a connected reader has not read yet).
+    public static let maxAgeMillis: Int64 = 24 * 3_600_000
     /// Subscribers (open event streams) in all.
     public static let maxSubscribers = 64
 
     public let capacity: Int
+    public let bytesPerStore: Int
+    public let bytesInAll: Int
+    public let maxAgeMillis: Int64
     public let maxSubscribers: Int
     let clock: EmulatorClock
     let ids = Atomic<UInt64>(0)
+    /// Bytes the history of every log in the table holds (the sum of their `bytes`; next to `ids`, which every publish
+    /// touches too).
+    let total = Atomic<Int>(0)
+    /// When every log was last trimmed for age (emulator clock; see `settle`), and how often.
+    let lastSweep: Atomic<Int64>
+    let sweepEvery: Int64
+    /// Set while one thread brings `total` back under `bytesInAll` (the others go on publishing).
+    let enforcing = Atomic<Bool>(false)
     let subscriberCount = Atomic<Int>(0)
-    private let logs = Locked<[StoreKey: EventLog]>([:])
+    /// Slots a store's ring grows to at most: the event cap, within half the store's bytes (with the references of
+    /// both formats, three quarters: the ring alone never takes a store's budget; one the bytes leave a quarter full
+    /// shrinks).
+    let maxSlots: Int
+    /// The largest chunk of rendered bytes a log fills (its first is 2 KiB; each next one twice the last).
+    let maxChunk: Int
+    private let logs = Locked(LogTable())
 
-    public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers) {
+    public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers,
+                bytesPerStore: Int = EventHub.bytesPerStore, bytesInAll: Int = EventHub.bytesInAll,
+                maxAgeMillis: Int64 = EventHub.maxAgeMillis) {
         self.clock = clock
         self.capacity = max(1, capacity)
         self.maxSubscribers = max(0, maxSubscribers)
+        self.bytesPerStore = max(1024, bytesPerStore)
+        self.bytesInAll = max(self.bytesPerStore, bytesInAll)
+        self.maxAgeMillis = max(1, maxAgeMillis)
+        maxSlots = max(1, min(self.capacity, self.bytesPerStore / 2 / EventLog.slotBytes))
+        maxChunk = max(512, min(32 * 1024, self.bytesPerStore / 16))
+        lastSweep = Atomic(clock.nowMillis())
+        sweepEvery = max(1000, self.maxAgeMillis / 16)
     }
 
-    /// The log of a store (created on first use). `pinned`: a store holds it (never reclaimed while empty).
+    /// The log of a store (created on first use). The table holds every log; one without history or subscribers that
+    /// nothing else holds (its store is gone, or it was a name only subscribed to) is removed when the table is pruned
+    /// (`prune`): so a tenant removed leaves nothing behind once its history is gone. `pinned`: the caller is a store,
+    /// which holds it (that alone keeps it).
     func log(_ key: StoreKey, pinned: Bool) -> EventLog {
-        logs.withLock { m in
-            if let l = m[key] {
-                if pinned { l.pin() }
-                return l
-            }
-            let l = EventLog(key: key, hub: self, pinned: pinned)
-            m[key] = l
+        logs.withLock { t in
+            if let l = t.entries[key] { return l }
+            if t.entries.count >= t.pruneAt { t.prune() }
+            let l = EventLog(key: key, hub: self, registered: true)
+            t.entries[key] = l
             return l
         }
     }
 
-    /// A log with no store, no events and no subscriber is dropped (subscriptions to names never used cost nothing).
-    func release(_ log: EventLog) {
-        logs.withLock { m in
-            if m[log.key] === log, log.isDisposable { m[log.key] = nil }
+    /// Removes the logs nothing but the table holds that have neither history nor subscribers. O(the table); runs
+    /// when the table has doubled since (so O(1) per log made) and with the age sweep.
+    func prune() { logs.withLock { $0.prune() } }
+
+    /// The logs with history or subscribers (what the global bound and the age sweep look at).
+    func heldLogs() -> [EventLog] {
+        logs.withLock { t in t.entries.values.filter { $0.held.load(ordering: .relaxed) } }
+    }
+
+    /// Logs in the table (tests: those of removed stores, or unused names, leave).
+    var tableEntries: Int { logs.withLock { $0.entries.count } }
+
+    /// Bytes every store's history holds now (what `bytesInAll` bounds).
+    public var retainedBytes: Int { total.load(ordering: .relaxed) }
+
+    /// `now` less the maximum age: events published before it have aged out.
+    func ageCutoff(_ now: Int64) -> Int64 {
+        let (v, overflow) = now.subtractingReportingOverflow(maxAgeMillis)
+        return overflow ? .min : v
+    }
+
+    /// After a log grew (outside its lock): brings the total back under `bytesInAll` if it passed it, and trims every
+    /// log for age now and then (a store nobody writes to gives its old events back too). O(1) but for those two,
+    /// which are amortized: each frees an eighth of the total or follows `maxAgeMillis / 16` of emulator time (or the
+    /// clock going back).
+    @inline(__always) func settle(now: Int64) {
+        if total.load(ordering: .relaxed) > bytesInAll { enforceTotal() }
+        let last = lastSweep.load(ordering: .relaxed)
+        let (since, overflow) = now.subtractingReportingOverflow(last)
+        if overflow || since < 0 || since >= sweepEvery { sweep(now: now, last: last) }
+    }
+
+    /// Trims every log for age, and prunes the table (one thread at a time: the one that moved `lastSweep`).
+    func sweep(now: Int64, last: Int64) {
+        guard lastSweep.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
+        for l in heldLogs() { l.trim(now: now) }
+        prune()
+    }
+
+    /// Evicts the oldest events server-wide (by id: publication order), whichever stores they are in, until the total
+    /// is an eighth under `bytesInAll`: every event below a cutoff id goes, the cutoff moved forward by the share of
+    /// bytes still to free (ids are about as dense in bytes as one another; where they are not, another pass moves it
+    /// on). One pass takes each log's lock once, one at a time (never while holding another, nor the table's), and
+    /// evicts what it can there in one batch: O(logs + events evicted) per pass, and a pass moves the cutoff over at
+    /// least a sixteenth of the ids that remain. Subscribers that had not read an evicted event are told (`dropped`), as when a ring
+    /// overwrites it.
+    func enforceTotal() {
+        guard !enforcing.exchange(true, ordering: .acquiring) else { return }
+        defer { enforcing.store(false, ordering: .releasing) }
+        guard total.load(ordering: .relaxed) > bytesInAll else { return }
+        let target = bytesInAll - bytesInAll / 8
+        let held = heldLogs()
+        guard var cutoff = held.lazy.compactMap(\.oldestId).min() else { return }
+        let end = ids.load(ordering: .relaxed) &+ 1
+        while cutoff < end {
+            let current = total.load(ordering: .relaxed)
+            guard current > target else { return }
+            let share = max(1.0 / 16, Double(current - target) / Double(current))
+            cutoff += max(1, UInt64(Double(end - cutoff) * share))
+            for l in held { l.evict(before: cutoff) }
         }
     }
 
@@ -306,9 +408,13 @@ public final class EventHub: Sendable {
         log(key, pinned: false).publish(CollectionOfOne(payload))
     }
 
-    /// Publishes a server-wide event (clock, keys) on every store's stream that exists.
+    /// Publishes a server-wide event (clock, keys) on every store's stream that exists (the table pruned first, so a
+    /// removed store's empty log is not filled again). O(the table), as the broadcast is.
     public func broadcast(_ payload: EventPayload) {
-        let all = logs.withLock { Array($0.values) }
+        let all = logs.withLock { t in
+            t.prune()
+            return Array(t.entries.values)
+        }
         for l in all { l.publish(CollectionOfOne(payload)) }
     }
 
@@ -333,6 +439,23 @@ public final class EventHub: Sendable {
     }
 }
 
+/// Every store's log by key (`EventHub.log`).
+struct LogTable {
+    var entries: [StoreKey: EventLog] = [:]
+    /// The table is pruned when it reaches this size.
+    var pruneAt = 64
+
+    /// Removes the logs that only the table holds (no store, no subscription, no caller: nobody can reach them but
+    /// through the table, under its lock) and that have no history (read under the log's lock: the table's lock is
+    /// taken before a log's, never after).
+    mutating func prune() {
+        for key in Array(entries.keys) where isKnownUniquelyReferenced(&entries[key]!) {
+            if entries[key]!.isVacant { entries[key] = nil }
+        }
+        pruneAt = Swift.max(64, 2 * entries.count)
+    }
+}
+
 /// How a stream carries events (the bytes a log keeps per event and format).
 public enum EventWireFormat: Int, Sendable, CaseIterable {
     /// Server-Sent Events blocks.
@@ -345,20 +468,28 @@ public enum EventWireFormat: Int, Sendable, CaseIterable {
 /// chunk holds never change, so a reader that took a reference under the lock copies them after it, and a reader
 /// taking consecutive events copies them with one copy.
 final class WireChunk: @unchecked Sendable {
-    /// The usual size (an event larger than this gets a chunk of its own size).
-    static let size = 128 * 1024
+    /// The first chunk's size (each next one a log fills is twice the last, up to `EventHub.maxChunk`; an event larger
+    /// than that gets a chunk of its own size).
+    static let firstSize = 2 * 1024
+    /// What a chunk costs beside its bytes (the object, the allocation's header): counted in its log's bytes.
+    static let overhead = 64
     let base: UnsafeMutableRawPointer
     let capacity: Int
     /// The chunk's number in its log: what a reader compares, without touching the reference count.
     let id: UInt64
     /// Bytes written: changed only under the log's lock; the bytes below it never change.
     var count = 0
+    /// Ring slots referring to it (under the log's lock): at 0 the log no longer holds it (unless it is the format's
+    /// open chunk), and its bytes leave the log's count.
+    var refs = 0
 
     init(id: UInt64, capacity: Int) {
         self.id = id
         self.capacity = capacity
         base = .allocate(byteCount: capacity, alignment: 16)
     }
+
+    var cost: Int { capacity + Self.overhead }
 
     deinit { base.deallocate() }
 }
@@ -369,6 +500,43 @@ struct WireRef: Sendable {
     var chunkID: UInt64 = 0
     var start: Int32 = 0
     var end: Int32 = 0
+}
+
+extension EventPayload {
+    /// Bytes its strings keep outside the event (an estimate from above: UTF-8 of more than 15 bytes is on the heap
+    /// with a 32-byte header, in 16-byte steps; an array of strings adds its buffer). O(its fields); no allocation.
+    var outOfLineBytes: Int {
+        func s(_ v: String) -> Int {
+            let n = v.utf8.count
+            return n <= 15 ? 0 : (n + 32 + 15) & ~15
+        }
+        func o(_ v: String?) -> Int { v.map(s) ?? 0 }
+        func a(_ v: [String]) -> Int {
+            guard !v.isEmpty else { return 0 }
+            var n = 32 + 16 * v.count
+            for x in v { n += s(x) }
+            return n
+        }
+        switch self {
+        case .codeSent(let phone, _, _, _, let code): return s(phone) + s(code)
+        case .codeVerified(let phone, _, _), .sessionExpired(let phone, _), .codeRejected(let phone, _, _, _, _): return s(phone)
+        case .userCreated(let uid, let phone, let email, let provider): return s(uid) + o(phone) + o(email) + s(provider)
+        case .userUpdated(let uid, let fields): return s(uid) + a(fields)
+        case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid),
+             .sessionCookieCreated(let uid, _):
+            return s(uid)
+        case .tokensIssued(let uid, let provider, let second): return s(uid) + s(provider) + o(second)
+        case .limitHit(_, let phone, let ip): return o(phone) + o(ip)
+        case .appVerificationFailed(_, let phone): return o(phone)
+        case .configChanged(let fields): return a(fields)
+        case .keysRotated(let kid, let retired): return s(kid) + a(retired)
+        case .clockChanged, .dropped: return 0
+        case .mfaEnrolled(let uid, let id, let phone): return s(uid) + s(id) + s(phone)
+        case .mfaWithdrawn(let uid, let id): return s(uid) + s(id)
+        case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
+        case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)
+        }
+    }
 }
 
 extension EmulatorEvent {
@@ -397,10 +565,23 @@ extension EmulatorEvent {
     }
 }
 
-/// One store's ring of events and its subscribers.
+/// One store's history of events and its subscribers.
 public final class EventLog: Sendable {
     public let key: StoreKey
     private unowned let hub: EventHub
+    /// Whether its bytes count in the hub's total (a log of the hub's table; not a detached store's).
+    private let registered: Bool
+    /// Whether it has history or subscribers (the logs the global bound and the age sweep look at). Written under the
+    /// state's lock.
+    let held = Atomic<Bool>(false)
+
+    /// An empty ring slot (holds nothing outside itself).
+    static let vacant = EmulatorEvent(id: 0, time: 0, payload: .dropped(count: 0))
+    /// A ring slot: the event, and what it keeps outside it (`EventPayload.outOfLineBytes`, counted once).
+    static let slotBytes = MemoryLayout<EmulatorEvent>.stride + MemoryLayout<UInt32>.stride
+    static let refBytes = MemoryLayout<WireRef>.stride
+    /// The smallest ring (a store with a few events holds a few slots).
+    static let minSlots = 4
 
     struct Sub {
         var cursor: UInt64
@@ -414,110 +595,319 @@ public final class EventLog: Sendable {
         let format: EventWireFormat?
     }
 
+    /// One wire format's bytes of a log's events (`State.sse`, `State.jsonl`).
+    struct Rendering {
+        /// Each event as the wire carries it in this format, beside `ring` (as long; empty until something is rendered
+        /// in it): rendered once when published while live subscribers use the format (or by the first reader, for
+        /// events from before), copied by every reader.
+        var refs: [WireRef] = []
+        /// The chunk being filled (kept while the log has events or followers in the format: at most one partly
+        /// filled chunk per format per store).
+        var open: WireChunk? = nil
+        /// Live (following) subscribers in this format: a publish renders in it while there are some.
+        var live = 0
+
+        /// Rendered at `slot` (without touching a chunk's reference count).
+        @inline(__always) func has(_ slot: Int) -> Bool { !refs.isEmpty && refs[slot].chunkID != 0 }
+
+        /// Clears the reference at `slot` (rendered there): a chunk no slot refers to any more (and not open) leaves
+        /// `bytes`.
+        @inline(__always) mutating func unref(_ slot: Int, bytes: inout Int) {
+            guard let c = refs[slot].chunk else { return }
+            refs[slot] = WireRef()
+            c.refs -= 1
+            if c.refs == 0 && c !== open { bytes -= c.cost }
+        }
+
+        /// Stores `b` as `slot`'s bytes, after what the open chunk holds (a new chunk, twice the last up to
+        /// `maxChunk`, when it is full).
+        mutating func store(_ b: UnsafeRawBufferPointer, slot: Int, slots: Int, maxChunk: Int, chunks: inout UInt64, bytes: inout Int) {
+            if refs.isEmpty {
+                refs = Array(repeating: WireRef(), count: slots)
+                bytes += slots * EventLog.refBytes
+            }
+            var target: WireChunk
+            if let c = open, c.capacity - c.count >= b.count {
+                target = c
+            } else {
+                if let full = open, full.refs == 0 { bytes -= full.cost }  // no slot refers to it: it goes
+                let size = Swift.max(b.count, open.map { Swift.min(maxChunk, Swift.max(WireChunk.firstSize, 2 * $0.capacity)) } ?? WireChunk.firstSize)
+                chunks &+= 1
+                target = WireChunk(id: chunks, capacity: size)
+                bytes += target.cost
+                open = target
+            }
+            let start = target.count
+            if let p = b.baseAddress, b.count > 0 { (target.base + start).copyMemory(from: p, byteCount: b.count) }
+            target.count = start + b.count
+            target.refs += 1
+            refs[slot] = WireRef(chunk: target, chunkID: target.id, start: Int32(start), end: Int32(target.count))
+        }
+
+        /// Drops the open chunk if no slot refers to it (the log is empty and nobody follows in the format).
+        mutating func close(bytes: inout Int) {
+            guard let c = open else { return }
+            open = nil
+            if c.refs == 0 { bytes -= c.cost }
+        }
+    }
+
     struct State {
-        /// `ring[seq % capacity]`; grows to `capacity`.
+        /// Sequence number `q` (per log) at `ring[q % ring.count]` for `first ..< next`, the other slots `vacant`.
+        /// Grows by doubling up to `EventHub.maxSlots`, shrinks by half when a quarter full, and is nothing while the
+        /// log is empty.
         var ring: [EmulatorEvent] = []
-        /// Each event as the wire carries it, per `EventWireFormat`, beside `ring`: rendered once when published while
-        /// live subscribers use the format (or by the first reader, for events from before), copied by every reader.
-        var rendered: [[WireRef]] = Array(repeating: [], count: EventWireFormat.allCases.count)
-        /// The chunk being filled, per format (kept while the ring references it or a follower may come back: at most
-        /// one partly filled chunk per format per store).
-        var chunk: [WireChunk?] = Array(repeating: nil, count: EventWireFormat.allCases.count)
+        /// Beside `ring`: the bytes each event keeps outside its slot (what it added to `bytes`).
+        var costs: [UInt32] = []
+        /// Events retained.
+        var count = 0
+        /// The sequence number of the oldest retained event.
+        var first: UInt64 = 0
+        /// The events' bytes per wire format (`EventWireFormat.sse`, `.jsonl`).
+        var sse = Rendering()
+        var jsonl = Rendering()
         /// Chunks made so far (their ids).
         var chunks: UInt64 = 0
-        /// Live (following) subscribers per format: a publish renders in the formats that have some.
-        var live: [Int] = Array(repeating: 0, count: EventWireFormat.allCases.count)
-        /// Reused for rendering under the lock.
+        /// Reused for rendering under the lock (while anyone follows).
         var scratch: [UInt8] = []
-        /// The sequence number (per log) of the oldest retained event.
-        var first: UInt64 = 0
         var subs: [ObjectIdentifier: Sub] = [:]
         /// Subscribers with `needsWake` set: a publish looks at the subscribers only when some wait.
         var waiting = 0
         /// At most every subscriber's cursor: an evicted event can concern a subscriber only when it is at or past
         /// this (readers keep up under load, so publishes do not walk the subscribers for every event).
         var lowestCursor: UInt64 = .max
-        var pinned: Bool
-        var next: UInt64 { first + UInt64(ring.count) }
+        /// What the history holds: the ring's slots, the strings its events keep outside it, and every chunk a slot
+        /// (or an open chunk) refers to, whole.
+        var bytes = 0
 
-        /// Stores `bytes` as event `slot`'s in format `f`, after what the format's chunk holds (a new chunk when it
-        /// is full).
-        mutating func store(_ bytes: UnsafeRawBufferPointer, format f: Int, slot: Int) {
-            var c = chunk[f]
-            if c == nil || c!.capacity - c!.count < bytes.count {
-                chunks &+= 1
-                c = WireChunk(id: chunks, capacity: Swift.max(WireChunk.size, bytes.count))
-                chunk[f] = c
+        var next: UInt64 { first + UInt64(count) }
+
+        func slot(_ seq: UInt64) -> Int { Int(seq % UInt64(ring.count)) }
+
+        /// The oldest retained event (`count > 0`).
+        var oldest: EmulatorEvent { ring[slot(first)] }
+
+        var ringBytes: Int { ring.count * EventLog.slotBytes + (sse.refs.count + jsonl.refs.count) * EventLog.refBytes }
+
+        /// Room for one more event: a larger ring, or the oldest event out when it is as large as it grows.
+        @inline(__always) mutating func makeRoom(maxSlots: Int) {
+            guard count == ring.count else { return }
+            if ring.count < maxSlots {
+                resize(Swift.min(maxSlots, Swift.max(EventLog.minSlots, ring.count * 2)))
+            } else {
+                evictOldest(vacate: false)
             }
-            let target = c!
-            let start = target.count
-            if let b = bytes.baseAddress, bytes.count > 0 { (target.base + start).copyMemory(from: b, byteCount: bytes.count) }
-            target.count = start + bytes.count
-            rendered[f][slot] = WireRef(chunk: target, chunkID: target.id, start: Int32(start), end: Int32(target.count))
+        }
+
+        /// Appends `event` (after `makeRoom`), which keeps `cost` bytes outside its slot; returns its slot.
+        @inline(__always) mutating func append(_ event: EmulatorEvent, cost: UInt32) -> Int {
+            let s = slot(next)
+            ring[s] = event
+            costs[s] = cost
+            count += 1
+            bytes += Int(cost)
+            return s
+        }
+
+        /// Moves the retained events into a ring of `capacity` slots (0: none), with their references.
+        mutating func resize(_ capacity: Int) {
+            let before = ringBytes
+            if capacity == 0 {
+                ring = []
+                costs = []
+                sse.refs = []
+                jsonl.refs = []
+            } else {
+                var r = Array(repeating: EventLog.vacant, count: capacity)
+                var c = Array(repeating: UInt32(0), count: capacity)
+                var s1: [WireRef] = sse.refs.isEmpty ? [] : Array(repeating: WireRef(), count: capacity)
+                var s2: [WireRef] = jsonl.refs.isEmpty ? [] : Array(repeating: WireRef(), count: capacity)
+                var q = first
+                while q < next {
+                    let from = slot(q), to = Int(q % UInt64(capacity))
+                    r[to] = ring[from]
+                    c[to] = costs[from]
+                    if !s1.isEmpty { s1[to] = sse.refs[from] }
+                    if !s2.isEmpty { s2[to] = jsonl.refs[from] }
+                    q += 1
+                }
+                ring = r
+                costs = c
+                sse.refs = s1
+                jsonl.refs = s2
+            }
+            bytes += ringBytes - before
+        }
+
+        /// The oldest event leaves: subscribers that had not read it missed it (`dropped`, if they asked for it).
+        /// `vacate` false: the caller fills its slot at once (`makeRoom`).
+        @inline(__always) mutating func evictOldest(vacate: Bool = true) {
+            let seq = first, s = slot(seq)
+            if !subs.isEmpty && lowestCursor <= seq { passOver(seq, type: ring[s].type) }
+            bytes -= Int(costs[s])
+            if vacate { ring[s] = EventLog.vacant }
+            if sse.has(s) { sse.unref(s, bytes: &bytes) }
+            if jsonl.has(s) { jsonl.unref(s, bytes: &bytes) }
+            first += 1
+            count -= 1
+        }
+
+        /// Event `seq` leaves: the subscribers whose cursor is at or before it move past it, counting it as missed
+        /// if they asked for its `type` (and a replay had it to read).
+        mutating func passOver(_ seq: UInt64, type: String) {
+            var lowest = UInt64.max
+            for k in Array(subs.keys) {
+                guard var sub = subs[k] else { continue }
+                if sub.cursor <= seq {
+                    if sub.filter.matches(type) && (sub.until.map { seq < $0 } ?? true) { sub.dropped += 1 }
+                    sub.cursor = seq + 1
+                    subs[k] = sub
+                }
+                lowest = Swift.min(lowest, sub.cursor)
+            }
+            lowestCursor = lowest
+        }
+
+        /// Stores `b` as event `slot`'s bytes in `format`.
+        mutating func store(_ b: UnsafeRawBufferPointer, format: EventWireFormat, slot: Int, maxChunk: Int) {
+            if format == .sse {
+                sse.store(b, slot: slot, slots: ring.count, maxChunk: maxChunk, chunks: &chunks, bytes: &bytes)
+            } else {
+                jsonl.store(b, slot: slot, slots: ring.count, maxChunk: maxChunk, chunks: &chunks, bytes: &bytes)
+            }
+        }
+
+        /// Evicts events published before `cutoff`, oldest first, but none a subscriber has not read yet (a reader
+        /// that is behind loses events to the byte bounds only: a clock advance alone takes nothing from it).
+        mutating func trimAge(before cutoff: Int64) {
+            while count > 0 && oldest.time < cutoff {
+                if !subs.isEmpty && lowestCursor <= first {
+                    lowestCursor = subs.values.reduce(UInt64.max) { Swift.min($0, $1.cursor) }
+                    if lowestCursor <= first { return }
+                }
+                evictOldest()
+            }
+        }
+
+        /// Evicts the oldest events while the history holds more than `budget` bytes (the newest always stays).
+        mutating func trimBytes(_ budget: Int) {
+            while count > 1 && bytes > budget { evictOldest() }
+        }
+
+        /// Gives back what the history no longer needs: a ring a quarter full shrinks by half; an empty log keeps
+        /// nothing (no ring, and no open chunk where nobody follows).
+        @inline(__always) mutating func fit() {
+            guard count <= ring.count / 4 else { return }  // most calls: one comparison
+            shrink()
+        }
+
+        mutating func shrink() {
+            if count == 0 {
+                if !ring.isEmpty { resize(0) }
+                if sse.live == 0 { sse.close(bytes: &bytes) }
+                if jsonl.live == 0 { jsonl.close(bytes: &bytes) }
+            } else if ring.count > EventLog.minSlots {
+                resize(Swift.max(EventLog.minSlots, count * 2))
+            }
         }
     }
     private let state: Locked<State>
 
-    init(key: StoreKey, hub: EventHub, pinned: Bool) {
+    init(key: StoreKey, hub: EventHub, pinned: Bool = false, registered: Bool = false) {
         self.key = key
         self.hub = hub
-        state = Locked(State(pinned: pinned))
+        self.registered = registered
+        state = Locked(State())
     }
 
-    func pin() { state.withLock { $0.pinned = true } }
+    /// After a change under the lock: sets `held`.
+    private func updateHeld(_ s: State) {
+        let h = s.count > 0 || !s.subs.isEmpty
+        assert(h || s.bytes == 0, "a log without history or subscribers holds nothing (\(s.bytes) bytes)")
+        if held.load(ordering: .relaxed) != h { held.store(h, ordering: .relaxed) }
+    }
 
-    var isDisposable: Bool { state.withLock { !$0.pinned && $0.ring.isEmpty && $0.subs.isEmpty } }
+    /// Applies a change of bytes to the hub's total (after the lock).
+    private func settled(_ delta: Int, _ hub: EventHub) {
+        if registered && delta != 0 { hub.total.wrappingAdd(delta, ordering: .relaxed) }
+    }
 
     /// Chunks made for rendered bytes so far (tests: nothing is rendered while nobody follows).
     var chunksMade: UInt64 { state.withLock { $0.chunks } }
 
-    /// Retained events (tests and diagnostics).
+    /// Bytes its history holds (tests and diagnostics; what `EventHub.bytesPerStore` bounds).
+    public var bytes: Int { state.withLock { $0.bytes } }
+
+    /// Slots of its ring (tests: it grows with the events and gives them back).
+    var ringSlots: Int { state.withLock { $0.ring.count } }
+
+    /// Neither history nor subscribers.
+    var isVacant: Bool { state.withLock { $0.count == 0 && $0.subs.isEmpty } }
+
+    /// The id of its oldest retained event, if any.
+    var oldestId: UInt64? { state.withLock { $0.count > 0 ? $0.oldest.id : nil } }
+
+    /// Retained events (tests and diagnostics), those aged out first removed.
     public var retained: [EmulatorEvent] {
-        state.withLock { s in (s.first..<s.next).map { s.ring[Int($0 % UInt64(hub.capacity))] } }
+        trim(now: hub.clock.nowMillis())
+        return state.withLock { s in (s.first..<s.next).map { s.ring[s.slot($0)] } }
     }
 
-    /// Appends events with fresh ids and the clock's time; wakes waiting subscribers (after the lock).
+    /// Evicts what aged out by `now` (see `State.trimAge`).
+    func trim(now: Int64) {
+        let hub = self.hub
+        let cutoff = hub.ageCutoff(now)
+        let delta = state.withLock { s -> Int in
+            guard s.count > 0 && s.oldest.time < cutoff else { return 0 }
+            let before = s.bytes
+            s.trimAge(before: cutoff)
+            s.fit()
+            updateHeld(s)
+            return s.bytes - before
+        }
+        settled(delta, hub)
+    }
+
+    /// For the global bound: evicts the events with ids below `bound`.
+    func evict(before bound: UInt64) {
+        let delta = state.withLock { s -> Int in
+            guard s.count > 0 && s.oldest.id < bound else { return 0 }
+            let before = s.bytes
+            while s.count > 0 && s.oldest.id < bound { s.evictOldest() }
+            s.fit()
+            updateHeld(s)
+            return s.bytes - before
+        }
+        settled(delta, hub)
+    }
+
+    /// Appends events with fresh ids and the clock's time, then evicts what the bounds no longer allow (the ring's
+    /// slots, the store's bytes, the age); wakes waiting subscribers (after the lock), and settles the global bound.
+    /// O(1) amortized per event: eviction takes each event once, the ring grows and shrinks by halves, and chunks
+    /// are allocated at most once per `maxChunk / 2` bytes rendered.
     func publish<C: Collection>(_ payloads: C) where C.Element == EventPayload {
         guard !payloads.isEmpty else { return }
-        let time = hub.clock.nowMillis()
-        let cap = hub.capacity
+        let hub = self.hub  // one strong reference (each use of an unowned one takes and drops one)
+        let now = hub.clock.nowMillis()
+        let maxSlots = hub.maxSlots, maxChunk = hub.maxChunk, budget = hub.bytesPerStore, cutoff = hub.ageCutoff(now)
         var wakes: [@Sendable () -> Void] = []
-        state.withLock { s in
+        let delta = state.withLock { s -> Int in
+            let before = s.bytes
             for p in payloads {
-                let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
-                if s.ring.count < cap {
-                    s.ring.append(event)
-                    for f in s.rendered.indices { s.rendered[f].append(WireRef()) }
-                } else {
-                    let slot = Int(s.first % UInt64(cap))
-                    if !s.subs.isEmpty && s.lowestCursor <= s.first {
-                        // The oldest event leaves: readers that had not read it missed it.
-                        let gone = s.ring[slot], seq = s.first
-                        var lowest = UInt64.max
-                        for k in Array(s.subs.keys) {
-                            guard var sub = s.subs[k] else { continue }
-                            if sub.cursor <= seq {
-                                if sub.filter.matches(gone.type) && (sub.until.map { seq < $0 } ?? true) { sub.dropped += 1 }
-                                sub.cursor = seq + 1
-                                s.subs[k] = sub
-                            }
-                            lowest = min(lowest, sub.cursor)
-                        }
-                        s.lowestCursor = lowest
-                    }
-                    s.ring[slot] = event
-                    for f in s.rendered.indices where s.rendered[f][slot].chunkID != 0 { s.rendered[f][slot] = WireRef() }
-                    s.first += 1
-                }
+                s.makeRoom(maxSlots: maxSlots)
+                let cost = UInt32(clamping: p.outOfLineBytes)
+                let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: now, payload: p)
+                let slot = s.append(event, cost: cost)
                 // Rendered now, once, in each format live readers use (none listening: nothing rendered).
-                for f in EventWireFormat.allCases where s.live[f.rawValue] > 0 {
-                    let slot = Int((s.next - 1) % UInt64(cap))
-                    var scratch = s.scratch
-                    s.scratch = []
-                    scratch.removeAll(keepingCapacity: true)
-                    event.render(key, format: f, into: &scratch)
-                    scratch.withUnsafeBytes { s.store($0, format: f.rawValue, slot: slot) }
-                    s.scratch = scratch
+                if s.sse.live > 0 || s.jsonl.live > 0 {
+                    for f in EventWireFormat.allCases where (f == .sse ? s.sse.live : s.jsonl.live) > 0 {
+                        var scratch = s.scratch
+                        s.scratch = []
+                        scratch.removeAll(keepingCapacity: true)
+                        event.render(key, format: f, into: &scratch)
+                        scratch.withUnsafeBytes { s.store($0, format: f, slot: slot, maxChunk: maxChunk) }
+                        s.scratch = scratch
+                    }
                 }
                 if s.waiting > 0 {
                     for (k, var sub) in s.subs where sub.needsWake && sub.until == nil && sub.filter.matches(p.type) {
@@ -528,29 +918,48 @@ public final class EventLog: Sendable {
                     }
                 }
             }
+            if s.oldest.time < cutoff { s.trimAge(before: cutoff) }
+            if s.bytes > budget { s.trimBytes(budget) }
+            s.fit()
+            updateHeld(s)
+            return s.bytes - before
         }
+        settled(delta, hub)
         for w in wakes { w() }
+        if registered { hub.settle(now: now) }
     }
 
     func subscribe(since: UInt64?, filter: EventFilter, follow: Bool, format: EventWireFormat?) -> EventSubscription {
         let sub = EventSubscription(log: self)
-        state.withLock { s in
+        let hub = self.hub
+        let cutoff = hub.ageCutoff(hub.clock.nowMillis())
+        let delta = state.withLock { s -> Int in
+            let before = s.bytes
+            // What aged out goes before the new reader could be said to wait for it.
+            if s.count > 0 && s.oldest.time < cutoff {
+                s.trimAge(before: cutoff)
+                s.fit()
+            }
             var cursor = s.next
             if let since {
                 // The first retained event with a larger id (ids increase along the ring).
                 var lo = s.first, hi = s.next
-                let cap = UInt64(hub.capacity)
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2
-                    if s.ring[Int(mid % cap)].id <= since { lo = mid + 1 } else { hi = mid }
+                    if s.ring[s.slot(mid)].id <= since { lo = mid + 1 } else { hi = mid }
                 }
                 cursor = lo
             }
             s.subs[ObjectIdentifier(sub)] = Sub(cursor: cursor, until: follow ? nil : s.next, filter: filter,
                                                 format: follow ? format : nil)
-            if follow, let f = format { s.live[f.rawValue] += 1 }
+            if follow, let f = format {
+                if f == .sse { s.sse.live += 1 } else { s.jsonl.live += 1 }
+            }
             s.lowestCursor = min(s.lowestCursor, cursor)
+            updateHeld(s)
+            return s.bytes - before
         }
+        settled(delta, hub)
         return sub
     }
 
@@ -563,7 +972,6 @@ public final class EventLog: Sendable {
     /// others come back, for the caller to render and `keep`; a subscriber that missed events then gets the count
     /// alone first (`dropped`, no events), so its notice precedes what follows.
     func read(_ sub: EventSubscription, max: Int, format: EventWireFormat?, into out: inout [UInt8]) -> EventSubscription.Batch {
-        let cap = UInt64(hub.capacity)
         let scanLimit = 4096
         // Rendered bytes are taken by reference under the lock (one per run of consecutive bytes in a chunk) and
         // copied after it: readers on other loops and the emitters wait for the lock, not for the copies.
@@ -592,16 +1000,18 @@ public final class EventLog: Sendable {
             let end = min(s.next, me.until ?? s.next)
             var scanned = 0
             let all = me.filter.isAll
+            // The format's references (none: this reader takes events): read only here, so not copied.
+            let refs = format == .sse ? s.sse.refs : format == .jsonl ? s.jsonl.refs : []
             scan: while me.cursor < end && taken < max && scanned < scanLimit {
-                let slot = Int(me.cursor % cap)
+                let slot = s.slot(me.cursor)
                 if all || me.filter.matches(s.ring[slot].type) {
-                    if let f = format?.rawValue, s.rendered[f][slot].chunkID != 0 {
+                    if !refs.isEmpty && refs[slot].chunkID != 0 {
                         if !events.isEmpty { break scan }  // render those first, to keep the order
-                        let chunkID = s.rendered[f][slot].chunkID, start = s.rendered[f][slot].start
+                        let chunkID = refs[slot].chunkID, start = refs[slot].start
                         if lastChunkID == chunkID, rendered[rendered.count - 1].end == start {
-                            rendered[rendered.count - 1].end = s.rendered[f][slot].end  // the bytes right after
+                            rendered[rendered.count - 1].end = refs[slot].end  // the bytes right after
                         } else {
-                            rendered.append(s.rendered[f][slot])
+                            rendered.append(refs[slot])
                             lastChunkID = chunkID
                         }
                     } else {
@@ -632,47 +1042,72 @@ public final class EventLog: Sendable {
 
     /// Keeps the bytes of events a reader just rendered, in `format`, for the next readers: `bytes` holds them in
     /// order, event `k` ending at `ends[k]` (those no longer in the ring at their `sequence`, or rendered meanwhile,
-    /// are skipped).
+    /// are skipped). Bytes that would take the store past its budget are not kept (each reader renders them): keeping
+    /// them would evict older events.
     func keep(_ events: [EmulatorEvent], sequence: [UInt64], format: EventWireFormat, bytes: [UInt8], ends: [Int]) {
         guard !events.isEmpty else { return }
-        let cap = UInt64(hub.capacity)
-        state.withLock { s in
-            let f = format.rawValue
-            let shared = s.live[f] > 0
-            let open = s.chunk[f]
-            if !shared {
-                // Nobody follows in this format (a replay): one chunk of just these bytes, and the format's open chunk
-                // stays open for the next follower (replacing it would pin a new one per follow again).
-                s.chunks &+= 1
-                s.chunk[f] = WireChunk(id: s.chunks, capacity: Swift.max(1, bytes.count))
-            }
-            defer { if !shared { s.chunk[f] = open } }
-            bytes.withUnsafeBytes { all in
-                var start = 0
-                for k in events.indices {
-                    let q = sequence[k]
-                    defer { start = ends[k] }
-                    guard q >= s.first, q < s.next else { continue }
-                    let slot = Int(q % cap)
-                    if s.ring[slot].id == events[k].id && s.rendered[f][slot].chunkID == 0 {
-                        s.store(UnsafeRawBufferPointer(rebasing: all[start..<ends[k]]), format: f, slot: slot)
+        let hub = self.hub
+        let budget = hub.bytesPerStore, maxChunk = hub.maxChunk
+        let delta = state.withLock { s -> Int in
+            // The format's bytes, moved out while they change (not copied) and back.
+            var r = Rendering()
+            if format == .sse { swap(&r, &s.sse) } else { swap(&r, &s.jsonl) }
+            let refBytes = r.refs.isEmpty ? s.ring.count * EventLog.refBytes : 0
+            let before = s.bytes
+            if s.bytes + bytes.count + WireChunk.overhead + refBytes <= budget {
+                let shared = r.live > 0
+                let open = r.open
+                if !shared {
+                    // Nobody follows in this format (a replay): one chunk of just these bytes, and the format's open
+                    // chunk stays open for the next follower (replacing it would pin a new one per follow again).
+                    s.chunks &+= 1
+                    let c = WireChunk(id: s.chunks, capacity: Swift.max(1, bytes.count))
+                    s.bytes += c.cost
+                    r.open = c
+                }
+                bytes.withUnsafeBytes { all in
+                    var start = 0
+                    for k in events.indices {
+                        let q = sequence[k]
+                        defer { start = ends[k] }
+                        guard q >= s.first, q < s.next else { continue }
+                        let slot = s.slot(q)
+                        if s.ring[slot].id == events[k].id && !r.has(slot) {
+                            r.store(UnsafeRawBufferPointer(rebasing: all[start..<ends[k]]), slot: slot, slots: s.ring.count,
+                                    maxChunk: maxChunk, chunks: &s.chunks, bytes: &s.bytes)
+                        }
                     }
                 }
+                if !shared, let mine = r.open {
+                    r.open = open
+                    if mine.refs == 0 { s.bytes -= mine.cost }  // every event had gone or was rendered meanwhile
+                }
             }
+            if format == .sse { swap(&r, &s.sse) } else { swap(&r, &s.jsonl) }
+            s.trimBytes(budget)
+            return s.bytes - before
         }
+        settled(delta, hub)
+        if registered && hub.total.load(ordering: .relaxed) > hub.bytesInAll { hub.enforceTotal() }
     }
 
     func cancel(_ sub: EventSubscription) -> Bool {
-        let removed = state.withLock { s -> Bool in
-            guard let gone = s.subs.removeValue(forKey: ObjectIdentifier(sub)) else { return false }
+        let (removed, delta) = state.withLock { s -> (Bool, Int) in
+            guard let gone = s.subs.removeValue(forKey: ObjectIdentifier(sub)) else { return (false, 0) }
             if gone.needsWake { s.waiting -= 1 }
-            // The format's open chunk stays when its last follower leaves: the next follower appends to it (a chunk
-            // per follow would pin 128 KiB per event for a store followed and left over and over).
-            if let f = gone.format { s.live[f.rawValue] -= 1 }
+            // The format's open chunk stays when its last follower leaves while the log has events: the next follower
+            // appends to it (a chunk per follow would make one per event for a store followed and left over and over).
+            if let f = gone.format {
+                if f == .sse { s.sse.live -= 1 } else { s.jsonl.live -= 1 }
+            }
+            if s.sse.live == 0 && s.jsonl.live == 0 { s.scratch = [] }  // only publishes for followers render into it
             if s.subs.isEmpty { s.lowestCursor = .max }
-            return true
+            let before = s.bytes
+            s.fit()
+            updateHeld(s)
+            return (true, s.bytes - before)
         }
-        if removed { hub.release(self) }
+        settled(delta, hub)
         return removed
     }
 

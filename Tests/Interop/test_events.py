@@ -203,3 +203,73 @@ def test_the_mfa_flow_is_on_the_stream(fresh):
                                                   "mfaEnrollmentId": enrollment_id, "phoneNumber": phone}
     assert events[7]["provider"] == "password" and events[7]["uid"] == uid
     assert events[8]["mfaEnrollmentId"] == enrollment_id
+
+
+def pipelined(port, requests_, batch=250):
+    """Sends raw HTTP requests on one keep-alive connection, `batch` at a time; returns the answers' bodies."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    bodies, buf = [], b""
+    try:
+        for start in range(0, len(requests_), batch):
+            chunk = requests_[start:start + batch]
+            s.sendall(b"".join(chunk))
+            for _ in chunk:
+                while b"\r\n\r\n" not in buf:
+                    more = s.recv(1 << 20)
+                    assert more, "server closed the connection"
+                    buf += more
+                head, rest = buf.split(b"\r\n\r\n", 1)
+                n = int(next(l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")))
+                while len(rest) < n:
+                    rest += s.recv(1 << 20)
+                bodies.append(rest[:n])
+                buf = rest[n:]
+    finally:
+        s.close()
+    return bodies
+
+
+def post(path, body):
+    b = json.dumps(body).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(b)}\r\n\r\n").encode() + b
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l for l in f if l.startswith("VmRSS")).split()[1]) / 1024
+
+
+def test_tenants_created_on_first_use_hold_a_bounded_history(fresh):
+    """The attack: a peer without the admin token creates tenants on first use and fills each one's history, then
+    replays it in both formats (each replay's bytes are kept for the next reader). It was 10,000 events and their
+    rendered bytes per tenant, never expiring: about 2 MB per tenant, 7 MB with the replays. Now a tenant keeps at
+    most 512 KiB (fewer events than it was sent here), everything together at most 32 MiB."""
+    e = fresh()
+    itk = "/identitytoolkit.googleapis.com/v1/accounts:"
+    tenants, groups = 100, 500  # six events a group: one code sent, five wrong codes (its attempts used up)
+    before = rss_mb(e.proc.pid)
+    for t in range(tenants):
+        tid = f"flood-{t}"
+        sent = pipelined(e.port, [post(itk + "sendVerificationCode?key=k", {"phoneNumber": "+16505554567", "tenantId": tid})] * groups)
+        sessions = [json.loads(b)["sessionInfo"] for b in sent]
+        rejected = pipelined(e.port, [post(itk + "signInWithPhoneNumber?key=k", {"sessionInfo": si, "code": "000000", "tenantId": tid})
+                                      for si in sessions for _ in range(5)])
+        assert all(b"INVALID_CODE" in b or b"SESSION_EXPIRED" in b or b"TOO_MANY" in b for b in rejected), rejected[:1]
+    for t in range(tenants):
+        path = f"/emulator/v1/projects/demo-phone/tenants/flood-{t}/events"
+        kept = {}
+        for fmt in ("sse", "jsonl"):
+            r = requests.get(e.url + path, params={"format": fmt, "since": "0", "follow": "false"}, timeout=60)
+            assert r.status_code == 200
+            if fmt == "jsonl":
+                ids = [json.loads(l)["id"] for l in r.text.splitlines()]
+            else:
+                ids = [int(l[4:]) for l in r.text.splitlines() if l.startswith("id: ")]
+            kept[fmt] = ids
+        assert kept["sse"] == kept["jsonl"]
+        assert 100 < len(kept["sse"]) < groups * 6, "the newest events, fewer than were sent"
+        assert kept["sse"] == sorted(kept["sse"])
+    grown = rss_mb(e.proc.pid) - before
+    # Before: 206 MB here (100 x 3,000 events, rendered twice, all kept). Now 47 MB: under 32 MiB of history (a
+    # tenant's replays are not kept past its 512 KiB) and the 50,000 pending sessions (~10 MB).
+    assert grown < 100, f"{grown:.0f} MB"

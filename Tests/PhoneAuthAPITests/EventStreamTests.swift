@@ -119,6 +119,39 @@ final class EventStreamTests: XCTestCase, AppCalling {
         XCTAssertEqual(events.first?["tenant"]?.stringValue, tid)
     }
 
+    /// A project's history is bounded by bytes (`EventHub.bytesPerStore`), not a count: a stream that follows but does
+    /// not read while the project's events pass the bound gets a `dropped` event with how many it missed (no id: its
+    /// `Last-Event-ID` stays on the last event it got), then the retained events in order; a replay from an id before
+    /// the history starts at its oldest event.
+    func testAStreamThatFellBehindTheByteBoundIsToldWhatItMissed() throws {
+        let (_, stream) = open(base)  // live SSE, rendering every event as it is published
+        let s = try XCTUnwrap(stream)
+        let sends = 3000
+        for _ in 0..<sends { XCTAssertEqual(itk("sendVerificationCode", #"{"phoneNumber":"+16505554567"}"#).0, 200) }
+        let look = try app.emulator.events.subscribe(StoreKey(projectId: "demo-phone"), since: 0, filter: EventFilter(), follow: false)
+        defer { look.cancel() }
+        let history = look.log
+        XCTAssertLessThanOrEqual(history.bytes, EventHub.bytesPerStore)
+        XCTAssertLessThanOrEqual(app.emulator.events.retainedBytes, EventHub.bytesInAll)
+        let kept = history.retained
+        XCTAssertGreaterThan(kept.count, 100)
+        XCTAssertLessThan(kept.count, sends, "3,000 rendered sends are more than 512 KiB")
+        let (text, state) = drain(s)
+        XCTAssertEqual(state, .waiting)
+        let blocks = text.split(separator: "\n\n").map(String.init)
+        XCTAssertTrue(blocks[0].hasPrefix("event: dropped\ndata: {"), blocks[0])
+        let notice = try JSONParser.parse(Array(blocks[0].dropFirst("event: dropped\ndata: ".count).utf8))
+        XCTAssertEqual(notice["count"]?.int64Value, Int64(sends - kept.count))
+        XCTAssertNil(notice["id"])
+        let ids = blocks.dropFirst().map { b in UInt64(b.split(separator: "\n")[0].dropFirst("id: ".count))! }
+        XCTAssertEqual(ids, kept.map { $0.id }, "then every retained event, in order")
+        s.source.detach()
+
+        let (_, replay) = open(base + "?format=jsonl&follow=false", headers: [("Last-Event-ID", "1")])
+        let lines = drain(try XCTUnwrap(replay)).0.split(separator: "\n").map { try! JSONParser.parse(Array($0.utf8)) }
+        XCTAssertEqual(lines.map { UInt64($0["id"]?.int64Value ?? 0) }, kept.map { $0.id }, "from the oldest retained event")
+    }
+
     /// `createSessionCookie` is a `sessionCookie.created` on the project's (or tenant's) stream with the uid and the
     /// validity in seconds, never the cookie; a refused one (bad duration, bad ID token) is no event.
     func testASessionCookieIsAnEventWithItsUidAndDurationButNotTheCookie() throws {
