@@ -163,7 +163,9 @@ enum UpdateAccount {
         let wantsTokens = try call.bool("returnSecureToken") == true
         var grant: Emulator.RefreshGrant? = nil
         if let identity, changes.passwordHash != nil || changes.validSince != nil || wantsTokens {
-            grant = .init(signInProvider: changes.passwordHash != nil ? "password" : identity.signInProvider, authTime: identity.authTime)
+            // The session keeps its sign-in provider: setting a password does not make a custom-token (or any other)
+            // session a password one.
+            grant = .init(signInProvider: identity.signInProvider, authTime: identity.authTime)
         }
         let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: grant)
         var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]

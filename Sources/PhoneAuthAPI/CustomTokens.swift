@@ -148,7 +148,13 @@ enum CustomTokens {
     static func signIn(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         // Custom tokens are forgeable here (unsigned ones are accepted, an RS256 signature is not checked): a foreign
         // web page may not exchange one (it could sign in as any user), as unsigned ID tokens (`PhoneAuthApp`).
-        if call.foreignOrigin { throw AuthError.customTokenOriginNotAllowed }
+        if call.foreignOrigin { throw ForeignOriginRefusal(.customTokenOriginNotAllowed) }
+        // For the same reason, with --admin-token (the server is reachable by others) another machine exchanges one
+        // only with the admin token: minting a session for any uid is an administrator's power. Loopback callers (the
+        // backend and tests on this machine) are unaffected.
+        if app.adminToken != nil, !call.privileged, !WebBoundary.isLoopbackHost(call.request.remoteAddress) {
+            throw AuthError.customTokenNeedsAdminToken
+        }
         let checked: Checked
         let key: StoreKey
         do {
@@ -214,6 +220,10 @@ extension CustomTokens {
 
 extension AuthError {
     /// A custom token from a web page whose origin the browser boundary does not allow (403, no CORS headers).
+    static let customTokenNeedsAdminToken = AuthError(
+        .permissionDenied,
+        "Custom tokens are not verified here, so with --admin-token set signInWithCustomToken from another machine needs \"Authorization: Bearer <admin token>\" (loopback callers need nothing).")
+
     static let customTokenOriginNotAllowed = AuthError(
         .permissionDenied,
         "Origin not allowed: custom tokens are not verified here (unsigned ones are accepted, RS256 signatures are not checked), so signInWithCustomToken is accepted only without an Origin or from http(s)://localhost, 127.0.0.1, [::1], the server's own address and origins added with --allow-origin.")

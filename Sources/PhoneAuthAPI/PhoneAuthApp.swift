@@ -148,9 +148,8 @@ public final class PhoneAuthApp: HTTPResponder {
         } catch is MoveOffLoop {
             offLoop?()
             return nil
-        } catch let e as AuthError where e.code == .permissionDenied
-                    && (e.detail == AuthError.unsignedTokenOriginNotAllowed.detail || e.detail == AuthError.customTokenOriginNotAllowed.detail) {
-            return refuse(e, host: false, request, BoundaryHeaders(request.headers))
+        } catch let r as ForeignOriginRefusal {
+            return refuse(r.error, host: false, request, BoundaryHeaders(request.headers))
         } catch let e as AuthError {
             if e.code == .internalFailure {
                 logger.error("internal error", [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
@@ -165,7 +164,7 @@ public final class PhoneAuthApp: HTTPResponder {
 
     /// - Parameter foreignOrigin: the request came from a web page whose origin the boundary does not allow.
     func makeCall(_ request: HTTPRequest, _ route: Route, foreignOrigin: Bool = false,
-                  complete: @escaping @Sendable (Reply) -> Void) throws(AuthError) -> Call {
+                  complete: @escaping @Sendable (Reply) -> Void) throws -> Call {
         let query = URLEncoding.parsePairs(request.query)
         // Credentials.
         var privileged = false
@@ -219,7 +218,7 @@ public final class PhoneAuthApp: HTTPResponder {
         // (it could act as any user), before anything else happens. Requests without an Origin (SDKs, curl) and
         // allowed origins keep working; `Authorization` headers are already refused for foreign origins.
         if foreignOrigin, tokens.mode == .none, let t = body["idToken"], t != .null {
-            throw AuthError.unsignedTokenOriginNotAllowed
+            throw ForeignOriginRefusal(.unsignedTokenOriginNotAllowed)
         }
 
         // Project: the path's, else an admin's body targetProjectId, else the API key's.

@@ -20,8 +20,10 @@ enum SendVerificationCode {
         if let masked = phone, MultiFactor.isMasked(masked) {
             // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint: it is sent as that pending
             // sign-in's `mfaSignIn:start` would be (`Emulator.resolveMaskedMFASignIn`), or refused as production
-            // refuses a masked number.
-            guard let (credential, enrollmentId) = app.emulator.resolveMaskedMFASignIn(key, maskedPhone: masked) else {
+            // refuses a masked number — always with the abuse limits on (a server others reach): the hint carries
+            // no credential, so anyone could spend another user's pending sign-in with it.
+            guard !app.emulator.protectionApplies(key),
+                  let (credential, enrollmentId) = app.emulator.resolveMaskedMFASignIn(key, maskedPhone: masked) else {
                 throw AuthError(.invalidPhoneNumber, "Invalid format.")
             }
             return try MFAEndpoints.sendSignInCode(app, call, key, pendingCredential: credential, mfaEnrollmentId: enrollmentId,
@@ -56,6 +58,7 @@ enum SendVerificationCode {
 /// `{appToken, receipt, secret}` (readable at `/emulator/v1/projects/{p}/pushNotifications`) and returns the receipt.
 enum VerifyClient {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        if call.foreignOrigin { throw ForeignOriginRefusal(.verifyClientOriginNotAllowed) }
         let receipt = try app.emulator.verifyClient(try call.storeKey(), appToken: try call.string("appToken"))
         var o: JSONObject = [:]
         if call.legacy { o["kind"] = "identitytoolkit#VerifyClientResponse" }

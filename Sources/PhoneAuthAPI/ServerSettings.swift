@@ -36,6 +36,8 @@ public struct ServerSettings: Sendable {
     public var maxProjects = Emulator.defaultMaxProjects
     /// `--max-users N`: users per project and per tenant (`QUOTA_EXCEEDED` past it).
     public var maxUsers = Emulator.defaultMaxUsersPerProject
+    /// `--max-users-total N`: users in all projects and tenants together (`QUOTA_EXCEEDED` past it).
+    public var maxUsersTotal = Emulator.defaultMaxUsersTotal
     /// `--max-sessions N`: pending verification sessions in all projects (`QUOTA_EXCEEDED` past it).
     public var maxSessions = Emulator.defaultMaxSessions
     /// `--admin-token T`: admin calls need `Bearer T` instead of `Bearer owner`.

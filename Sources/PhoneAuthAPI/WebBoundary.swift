@@ -116,6 +116,7 @@ public struct WebBoundary: Sendable, Equatable {
     public static func isLoopbackHost(_ host: String) -> Bool {
         let h = host.lowercased()
         if h == "localhost" || h == "::1" || h == "[::1]" || h == "0:0:0:0:0:0:0:1" { return true }
+        if h.hasPrefix("::ffff:") { return isLoopbackHost(String(h.dropFirst(7))) }
         let parts = h.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { p in UInt8(p) != nil }
     }
@@ -302,4 +303,19 @@ public struct WebBoundary: Sendable, Equatable {
     static func printable(_ s: String) -> String {
         String(String.UnicodeScalarView(s.unicodeScalars.prefix(100).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }))
     }
+}
+
+/// A client request a web page on a foreign origin may not make (it would act for any user, or take something a
+/// native SDK needs): refused like a protected request — 403 `PERMISSION_DENIED` without CORS headers — by
+/// `PhoneAuthApp` before the error is rendered. A type of its own, so no error is recognised by its text.
+struct ForeignOriginRefusal: Error {
+    let error: AuthError
+    init(_ error: AuthError) { self.error = error }
+}
+
+extension AuthError {
+    /// `verifyClient` is the iOS SDK's (which sends no `Origin`): a web page may not mint receipts or push out a
+    /// suite's recorded pushes.
+    static let verifyClientOriginNotAllowed = AuthError(
+        .permissionDenied, "Origin not allowed: accounts:verifyClient is for the iOS SDK, which sends no Origin header.")
 }

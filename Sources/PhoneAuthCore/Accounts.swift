@@ -308,6 +308,9 @@ extension Emulator {
     }
 
     func userQuotaError(_ s: AuthStore) -> AuthError? {
+        if budgets.users.isFull {
+            return AuthError(.quotaExceeded, "Too many users: this emulator holds at most \(budgets.users.limit) users in all projects and tenants (--max-users-total).")
+        }
         guard s.users.count >= maxUsersPerProject else { return nil }
         return AuthError(.quotaExceeded, "Too many users: a project (or tenant) holds at most \(maxUsersPerProject) users (--max-users).")
     }

@@ -11,18 +11,19 @@ public final class StoreBox: Sendable {
     let committer: JournalCommitter?
     /// This store's event log (Events.swift; shared with any earlier store of the same key).
     let events: EventLog
-    /// Pending sessions across every store (`--max-sessions`): each transaction adds what it changed.
-    let sessionBudget: SessionBudget
+    /// Pending sessions and users across every store (`--max-sessions`, `--max-users-total`): each transaction adds
+    /// what it changed.
+    let budgets: StoreBudgets
     /// The emulator's user field table (its event diff).
     let userFields: UserFieldTable
 
     /// `implicit`: a tenant created on first use by a client (reclaimable while it holds nothing).
-    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog, sessionBudget: SessionBudget,
+    init(key: StoreKey, config: ProjectConfig, committer: JournalCommitter?, implicit: Bool = false, events: EventLog, budgets: StoreBudgets,
          userFields: UserFieldTable) {
         self.key = key
         self.committer = committer
         self.events = events
-        self.sessionBudget = sessionBudget
+        self.budgets = budgets
         self.userFields = userFields
         var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
         store.implicitTenant = implicit && key.tenantId != nil
@@ -103,7 +104,7 @@ public final class StoreBox: Sendable {
                 removedImplicit = g.store.implicitTenant
                 return nil
             }
-            let sessionsBefore = g.store.sessions.count
+            let before = budgets.counts(g)
             let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
                 var tx = StoreTransaction(box: self, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
                 let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
@@ -114,7 +115,7 @@ public final class StoreBox: Sendable {
                 g.removed = true
                 registry.withLock { r in if r.boxes[key] === self { r.remove(key) } }
             }
-            sessionBudget.add((g.removed ? 0 : g.store.sessions.count) - sessionsBefore)
+            budgets.add(from: before, to: g)
             if let c = committer {
                 if tx.created { tx.undo.insert(.storeCreated, at: 0) }
                 if !tx.changes.isEmpty {
@@ -157,15 +158,31 @@ public final class StoreBox: Sendable {
     }
 }
 
-/// Pending verification sessions across every store, against `--max-sessions`: each store transaction (and a
-/// rollback, and a restore) adds how much it changed its store's count, under that store's lock.
-final class SessionBudget: Sendable {
+/// A count kept across every store against a limit (pending sessions: `--max-sessions`; users: `--max-users-total`).
+final class CountBudget: Sendable {
     let limit: Int
     private let total = Atomic<Int>(0)
     init(limit: Int) { self.limit = max(1, limit) }
     var count: Int { total.load(ordering: .relaxed) }
     var isFull: Bool { count >= limit }
     func add(_ delta: Int) { if delta != 0 { total.wrappingAdd(delta, ordering: .relaxed) } }
+}
+
+/// The counts every store transaction (and a rollback, and a restore) keeps current: how much it changed its store's
+/// pending sessions and users, under that store's lock. A removed store counts as empty.
+struct StoreBudgets: Sendable {
+    let sessions: CountBudget
+    let users: CountBudget
+
+    func counts(_ g: GuardedStore) -> (sessions: Int, users: Int) {
+        g.removed ? (0, 0) : (g.store.sessions.count, g.store.users.count)
+    }
+
+    func add(from before: (sessions: Int, users: Int), to g: GuardedStore) {
+        let after = counts(g)
+        sessions.add(after.sessions - before.sessions)
+        users.add(after.users - before.users)
+    }
 }
 
 /// The outcome of `signInWithPhoneNumber`.
@@ -210,8 +227,9 @@ public final class Emulator: Sendable {
     let orphanOobCodes = OrphanInbox<OobCode>()
     /// Every store's event log, the event ids and the subscriber cap (Events.swift).
     public let events: EventHub
-    /// Pending sessions in every store, against `--max-sessions`.
-    let sessionBudget: SessionBudget
+    /// Pending sessions and users in every store, against `--max-sessions` and `--max-users-total`.
+    let budgets: StoreBudgets
+    var sessionBudget: CountBudget { budgets.sessions }
     /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
     private let lastFullSweep = Atomic<Int64>(Int64.min / 2)
     /// The user record's fields and their mappings (UserFields.swift); tests may add fields.
@@ -226,6 +244,7 @@ public final class Emulator: Sendable {
                 random: any RandomSource = SystemRandom(), logger: Logger = Logger(label: "phone-auth"), journal: (any StateJournal)? = nil,
                 maxProjects: Int = Emulator.defaultMaxProjects, maxTenantsPerProject: Int = Emulator.defaultMaxTenantsPerProject,
                 maxUsersPerProject: Int = Emulator.defaultMaxUsersPerProject, maxSessions: Int = Emulator.defaultMaxSessions,
+                maxUsersTotal: Int = Emulator.defaultMaxUsersTotal,
                 exposed: Bool = false, userFields: UserFieldTable = .standard,
                 commitHere: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil) {
         self.defaultProjectId = defaultProjectId
@@ -234,8 +253,8 @@ public final class Emulator: Sendable {
         self.maxUsersPerProject = max(1, maxUsersPerProject)
         self.exposed = exposed
         self.userFields = userFields
-        let sessionBudget = SessionBudget(limit: maxSessions)
-        self.sessionBudget = sessionBudget
+        let budgets = StoreBudgets(sessions: CountBudget(limit: maxSessions), users: CountBudget(limit: maxUsersTotal))
+        self.budgets = budgets
         self.journal = journal
         self.initialConfigs = projectConfigs
         self.clock = clock
@@ -251,13 +270,15 @@ public final class Emulator: Sendable {
         self.committer = committer
         let key = StoreKey(projectId: defaultProjectId)
         defaultStore = StoreBox(key: key, config: projectConfigs[defaultProjectId] ?? ProjectConfig(), committer: committer,
-                                events: events.log(key, pinned: true), sessionBudget: sessionBudget, userFields: userFields)
+                                events: events.log(key, pinned: true), budgets: budgets, userFields: userFields)
         stores.withLock { $0.insert(defaultStore) }
     }
 
     public static let defaultMaxProjects = 5000
     /// Pending verification sessions in all stores: at about 220 bytes each (bench/run), 2 million are ~450 MB.
     public static let defaultMaxSessions = 2_000_000
+    /// Users in all projects and tenants together (each store also has `--max-users`): 2 million are 1.4–2 GB today.
+    public static let defaultMaxUsersTotal = 2_000_000
     public static let defaultMaxTenantsPerProject = 1000
     /// Measured (release build): a phone user costs about 0.7 KB of RSS, an anonymous signUp user with its refresh
     /// token about 1 KB, one with every free-text field at its limit about 5 KB: 200,000 users are 0.15 to 1 GB.
@@ -276,7 +297,8 @@ public final class Emulator: Sendable {
             logger.error("refused to register a store for an invalid id", [("project", Identifiers.printable(key.projectId, limit: 64)),
                                                                           ("tenant", Identifiers.printable(key.tenantId ?? "", limit: 64))])
             return StoreBox(key: key, config: config, committer: committer, events: EventLog(key: key, hub: events, pinned: true),
-                            sessionBudget: SessionBudget(limit: sessionBudget.limit), userFields: userFields)  // never registered
+                            budgets: StoreBudgets(sessions: CountBudget(limit: budgets.sessions.limit), users: CountBudget(limit: budgets.users.limit)),
+                            userFields: userFields)  // never registered
         }
         if key.tenantId != nil { _ = store(StoreKey(projectId: key.projectId)) }
         return stores.withLock { r in
@@ -290,7 +312,7 @@ public final class Emulator: Sendable {
     /// A new store for `key` (not registered here), with this emulator's journal, event log and session budget.
     func newBox(_ key: StoreKey, config: ProjectConfig, implicit: Bool = false) -> StoreBox {
         StoreBox(key: key, config: config, committer: committer, implicit: implicit, events: events.log(key, pinned: true),
-                 sessionBudget: sessionBudget, userFields: userFields)
+                 budgets: budgets, userFields: userFields)
     }
 
     /// The store if it exists; never creates one (reads of never-used projects answer from defaults).
@@ -452,11 +474,11 @@ public final class Emulator: Sendable {
         if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
         let preset = tx.store.config.testPhoneNumbers[phone.e164]
         if preset == nil {
-            try Self.checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+            try checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
         }
         if sessionBudget.isFull {
-            // `makeSessionRoom` ran before this transaction; this store's own expired sessions may still make room.
-            tx.sweepExpiredSessions(now: now, shards: SessionTable.shardCount)
+            // `makeSessionRoom` ran before this transaction; this store's oldest expired sessions may still make room.
+            tx.sweepOldestExpiredSessions(now: now, maxVisits: 256)
             if sessionBudget.isFull {
                 tx.emit(.limitHit(limit: .quotaExceeded, phoneNumber: phone.e164, ip: clientIP))
                 throw AuthError(.quotaExceeded, "Too many pending verification codes: this emulator holds at most \(sessionBudget.limit) (--max-sessions).")
@@ -502,7 +524,7 @@ public final class Emulator: Sendable {
         guard now < last || now >= last &+ 1000,
               lastFullSweep.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
         for box in stores.withLock({ Array($0.boxes.values) }) {
-            _ = try? box.attempt(refreshTokens, stores) { tx throws(AuthError) in tx.sweepExpiredSessions(now: now, shards: SessionTable.shardCount) }
+            _ = try? box.attempt(refreshTokens, stores) { tx throws(AuthError) in tx.sweepOldestExpiredSessions(now: now, maxVisits: .max) }
         }
     }
 

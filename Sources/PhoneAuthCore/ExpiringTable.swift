@@ -70,11 +70,27 @@ public struct ExpiringTable<Value: Sendable>: Sendable {
         return nil
     }
 
+    /// When the live entry for `key` expires (nil when absent or expired).
+    public func expiry(_ key: String, now: Int64) -> Int64? {
+        guard let e = entries[key], now < e.expiresAt else { return nil }
+        return e.expiresAt
+    }
+
     /// Removes `key` and returns its value if it was still live (single-use credentials).
     public mutating func take(_ key: String, now: Int64) -> Value? {
         guard let e = entries.removeValue(forKey: key) else { return nil }
         compact()
         return now < e.expiresAt ? e.value : nil
+    }
+
+    /// Keys of the live entries `matches` accepts, oldest first. O(count): rare paths only.
+    public func keys(now: Int64, where matches: (Value) -> Bool) -> [String] {
+        var out: [String] = []
+        for i in head..<order.count {
+            let item = order[i]
+            if let e = entries[item.key], e.sequence == item.sequence, now < e.expiresAt, matches(e.value) { out.append(item.key) }
+        }
+        return out
     }
 
     /// Live values, oldest first. O(count) (bounded by `capacity`): for the emulator API, never the hot path.

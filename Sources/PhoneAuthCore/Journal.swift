@@ -45,8 +45,8 @@ extension Emulator {
         for snap in stores {
             let box = store(snap.key)
             box.state.withLock { g in
-                let sessionsBefore = g.store.sessions.count
-                defer { box.sessionBudget.add(g.store.sessions.count - sessionsBefore) }
+                let before = box.budgets.counts(g)
+                defer { box.budgets.add(from: before, to: g) }
                 // A tenant without a stored config or settings was created on first use (configuring one stores both).
                 g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
                 if let c = snap.config { g.store.config = c }

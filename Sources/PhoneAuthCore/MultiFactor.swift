@@ -335,6 +335,8 @@ extension Emulator {
     /// How long an `mfaPendingCredential` is good for, and how many a store keeps (the oldest evicted first).
     public static let mfaPendingLifetimeMillis: Int64 = 600_000
     public static let maxMFAPending = 1024
+    /// Pending sign-ins one user keeps (the oldest of theirs go first).
+    public static let maxMFAPendingPerUser = 5
 
     static let mfaDisabled = AuthError(.operationNotAllowed, "SMS based MFA not enabled.")
     static let unsupportedFirstFactorForMFA = AuthError(.unsupportedFirstFactor, "MFA is not available for the given first factor.")
@@ -367,6 +369,10 @@ extension Emulator {
         guard !user.mfaInfo.isEmpty, tx.store.config.mfa.smsEnabled else { return .issueTokens }
         let now = clock.nowMillis()
         let token = random.token(byteCount: 48)
+        // A user's own older pending sign-ins make room first: one account signing in again and again cannot push
+        // other users' pending sign-ins out of the table.
+        let mine = tx.store.mfaPending.keys(now: now) { $0.localId == user.localId }
+        for old in mine.prefix(max(0, mine.count - (Self.maxMFAPendingPerUser - 1))) { _ = tx.mfaPending.take(old, now: now) }
         tx.mfaPending.insert(token, PendingMFA(localId: user.localId, signInProvider: signInProvider),
                              expiresAt: now + Self.mfaPendingLifetimeMillis, now: now)
         return .mfaRequired(pendingCredential: token, enrollments: user.mfaInfo)
@@ -467,8 +473,12 @@ extension Emulator {
         return try transaction(key) { tx throws(AuthError) -> MFATokens in
             try tx.checkTenantEnabled()
             try Self.checkMFAEnabled(tx.store)
-            guard tx.store.users[identity.localId] != nil else { throw AuthError(.userNotFound) }
+            guard let enrolling = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard !MultiFactor.ineligibleProviders.contains(identity.signInProvider) else { throw Self.unsupportedFirstFactorForMFA }
+            // As at start: a first-factor code for the number (the iOS path) skips start, not this rule.
+            guard enrolling.email != nil, enrolling.emailVerified else {
+                throw AuthError(.unverifiedEmail, "Need to verify email first before enrolling second factors.")
+            }
             guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
             guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
             let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, clientIP: clientIP, now: now) { s in

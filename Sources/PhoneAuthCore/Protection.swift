@@ -1,4 +1,7 @@
 import EmulatorSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // # Abuse limits: what production does against guessing, for a server others can reach
 //
@@ -11,8 +14,10 @@ import EmulatorSupport
 // decide explicitly, per project and tenant. Only failures are counted (a suite signing in thousands of times a
 // minute with the right codes never gets near them), and fictional numbers are exempt, as from every other limit.
 //
-// The counters are not durable (like the send windows) and live in bounded tables (`ExpiringTable`): an attacker
-// rotating addresses evicts old counters but cannot grow memory.
+// The counters are not durable (like the send windows) and live in bounded tables (`ExpiringTable`). A counter that
+// reached its limit moves to a larger table of tripped keys, which keeps it until its window ends: flooding the
+// counter table with other keys (other accounts, other numbers) evicts only counts below the limit, never a lockout.
+// Addresses are counted per IPv4 address and per IPv6 /64, as the connection cap counts peers (one host owns a /64).
 
 /// The `protection` block of a project's (or tenant's) config.
 public struct ProtectionConfig: Sendable, Equatable {
@@ -34,6 +39,12 @@ public struct ProtectionConfig: Sendable, Equatable {
     public var failedCodesPerMfaSignIn = 10
     /// Wrong passwords for one account before it is locked for the rest of the window.
     public var failedPasswordsPerAccount = RateLimit(max: 10, perSeconds: 3600)
+    /// New accounts one address may create (client sign-ups, first phone sign-ins…): production's quota page,
+    /// "100 accounts/hour for each IP address".
+    public var accountsPerIp = RateLimit(max: 100, perSeconds: 3600)
+    /// Codes one address may have sent to numbers that are not fictional (production: 50 per IP per minute, 500 per
+    /// hour; generous here so a suite in a container is not held back, while one client cannot fill `--max-sessions`).
+    public var sendsPerIp = RateLimit(max: 1000, perSeconds: 60)
 
     public init() {}
 
@@ -52,7 +63,9 @@ public struct ProtectionConfig: Sendable, Equatable {
          "failedCodesPerPhoneNumber": ProjectConfig.limitJSON(failedCodesPerPhoneNumber),
          "sessionsPerMfaSignIn": .int(sessionsPerMfaSignIn),
          "failedCodesPerMfaSignIn": .int(failedCodesPerMfaSignIn),
-         "failedPasswordsPerAccount": ProjectConfig.limitJSON(failedPasswordsPerAccount)]
+         "failedPasswordsPerAccount": ProjectConfig.limitJSON(failedPasswordsPerAccount),
+         "accountsPerIp": ProjectConfig.limitJSON(accountsPerIp),
+         "sendsPerIp": ProjectConfig.limitJSON(sendsPerIp)]
     }
 
     /// Reads `{mode?, failedCodesPerIp?, …}` onto `self` (fields present replace; limits merge).
@@ -72,6 +85,8 @@ public struct ProtectionConfig: Sendable, Equatable {
             case "failedCodesPerMfaSignIn": failedCodesPerMfaSignIn = try ProjectConfig.nonNegative(v2, p)
             case "failedPasswordsPerAccount":
                 failedPasswordsPerAccount = try ProjectConfig.parseLimit(v2, base: failedPasswordsPerAccount, path: p)
+            case "accountsPerIp": accountsPerIp = try ProjectConfig.parseLimit(v2, base: accountsPerIp, path: p)
+            case "sendsPerIp": sendsPerIp = try ProjectConfig.parseLimit(v2, base: sendsPerIp, path: p)
             default: throw ConfigError(path: p, message: "unknown key")
             }
         }
@@ -80,23 +95,54 @@ public struct ProtectionConfig: Sendable, Equatable {
 
 /// Failure counters of one store, each in a fixed window that starts at its first failure. Not durable.
 public struct ProtectionState: Sendable {
-    /// Keys each counter table holds at most (the oldest evicted first).
+    /// Keys each counter table holds at most (the oldest evicted first), and tripped keys in all.
     public static let capacity = 4096
-    public var failedCodesByIP = ExpiringTable<Int32>(capacity: capacity)
-    public var failedCodesByPhone = ExpiringTable<Int32>(capacity: capacity)
-    public var failedPasswords = ExpiringTable<Int32>(capacity: capacity)
+    public static let trippedCapacity = 65_536
+
+    /// What a counter counts.
+    public enum Kind: UInt8, Sendable { case codesByIP, codesByPhone, passwords, accountsByIP, sendsByIP }
+
+    var counters: [ExpiringTable<Int32>] = Array(repeating: ExpiringTable(capacity: capacity), count: 5)
+    /// `kind:key` of the counters that reached their limit, until their window ends (never evicted by counting).
+    var tripped = ExpiringTable<Bool>(capacity: trippedCapacity)
 
     /// Whether `key` has reached `limit` in its current window (`max == 0`: never).
-    static func reached(_ table: ExpiringTable<Int32>, _ key: String, _ limit: RateLimit, now: Int64) -> Bool {
-        limit.max > 0 && Int(table.peek(key, now: now) ?? 0) >= limit.max
+    func reached(_ kind: Kind, _ key: String, _ limit: RateLimit, now: Int64) -> Bool {
+        guard limit.max > 0 else { return false }
+        if tripped.peek(Self.trippedKey(kind, key), now: now) != nil { return true }
+        return Int(counters[Int(kind.rawValue)].peek(key, now: now) ?? 0) >= limit.max
     }
 
-    /// Counts one failure for `key`; a new window starts with the first failure after the last one ended.
-    static func count(_ table: inout ExpiringTable<Int32>, _ key: String, _ limit: RateLimit, now: Int64) {
+    /// Counts one event for `key`; a new window starts with the first event after the last one ended. A counter that
+    /// reaches `limit` is kept as tripped until the end of its window.
+    mutating func count(_ kind: Kind, _ key: String, _ limit: RateLimit, now: Int64) {
         guard limit.max > 0 else { return }
-        if !table.update(key, now: now, { $0 &+= 1 }) {
-            table.insert(key, 1, expiresAt: now + Int64(limit.perSeconds) * 1000, now: now)
+        let i = Int(kind.rawValue)
+        var n: Int32 = 1
+        if !counters[i].update(key, now: now, { $0 &+= 1; n = $0 }) {
+            counters[i].insert(key, 1, expiresAt: now + Int64(limit.perSeconds) * 1000, now: now)
         }
+        if Int(n) >= limit.max, let end = counters[i].expiry(key, now: now) {
+            tripped.insert(Self.trippedKey(kind, key), true, expiresAt: end, now: now)
+        }
+    }
+
+    static func trippedKey(_ kind: Kind, _ key: String) -> String { "\(kind.rawValue):\(key)" }
+
+    /// The key an address is counted under: an IPv4 address, or the /64 of an IPv6 address (`2001:db8:1:2::/64`);
+    /// anything unparsable as itself.
+    public static func addressKey(_ ip: String) -> String {
+        guard ip.contains(":") else { return ip }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var text = ip
+        if let percent = text.firstIndex(of: "%") { text = String(text[..<percent]) }  // a zone id
+        guard inet_pton(AF_INET6, text, &bytes) == 1 else { return ip }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+            return "\(bytes[12]).\(bytes[13]).\(bytes[14]).\(bytes[15])"  // IPv4-mapped
+        }
+        var parts: [String] = []
+        for i in stride(from: 0, to: 8, by: 2) { parts.append(String(UInt16(bytes[i]) << 8 | UInt16(bytes[i + 1]), radix: 16)) }
+        return parts.joined(separator: ":") + "::/64"
     }
 }
 
@@ -110,6 +156,9 @@ extension Emulator {
     /// reachable by others).
     func protectionOn(_ config: ProjectConfig) -> Bool { config.protection.isOn(exposed: exposed) }
 
+    /// Whether the abuse limits apply to `key`'s store (or would, to one not made yet).
+    public func protectionApplies(_ key: StoreKey) -> Bool { protectionOn(config(key)) }
+
     /// The store's limits if they apply now (read in place: copying the config costs a retain per field, on every
     /// code check).
     func activeProtection(_ tx: StoreTransaction) -> ProtectionConfig? {
@@ -120,11 +169,11 @@ extension Emulator {
     /// its number has failed too often in the window. Fictional numbers are exempt.
     func checkCodeGuessLimits(_ tx: inout StoreTransaction, _ session: VerificationSession, clientIP: String?, now: Int64) throws(AuthError) {
         guard !session.fictional, let limits = activeProtection(tx) else { return }
-        if let ip = clientIP, ProtectionState.reached(tx.protection.failedCodesByIP, ip, limits.failedCodesPerIp, now: now) {
+        if let ip = clientIP, tx.protection.reached(.codesByIP, ProtectionState.addressKey(ip), limits.failedCodesPerIp, now: now) {
             tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: session.phoneNumber, ip: ip))
             throw AuthError(.tooManyAttemptsTryLater)
         }
-        if ProtectionState.reached(tx.protection.failedCodesByPhone, session.phoneNumber, limits.failedCodesPerPhoneNumber, now: now) {
+        if tx.protection.reached(.codesByPhone, session.phoneNumber, limits.failedCodesPerPhoneNumber, now: now) {
             tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: session.phoneNumber, ip: nil))
             throw AuthError(.tooManyAttemptsTryLater)
         }
@@ -133,8 +182,8 @@ extension Emulator {
     /// After a wrong code: counts it for its IP address and its number (fictional numbers are exempt).
     func countWrongCode(_ tx: inout StoreTransaction, _ session: VerificationSession, clientIP: String?, now: Int64) {
         guard !session.fictional, let limits = activeProtection(tx) else { return }
-        if let ip = clientIP { ProtectionState.count(&tx.protection.failedCodesByIP, ip, limits.failedCodesPerIp, now: now) }
-        ProtectionState.count(&tx.protection.failedCodesByPhone, session.phoneNumber, limits.failedCodesPerPhoneNumber, now: now)
+        if let ip = clientIP { tx.protection.count(.codesByIP, ProtectionState.addressKey(ip), limits.failedCodesPerIp, now: now) }
+        tx.protection.count(.codesByPhone, session.phoneNumber, limits.failedCodesPerPhoneNumber, now: now)
     }
 
     /// `TOO_MANY_ATTEMPTS_TRY_LATER` (production's lockout text) while the account has had too many wrong passwords in
@@ -143,7 +192,7 @@ extension Emulator {
         guard let box = existingStore(key) else { return }
         let now = clock.nowMillis()
         let locked = box.read { s in
-            protectionOn(s.config) && ProtectionState.reached(s.protection.failedPasswords, localId, s.config.protection.failedPasswordsPerAccount, now: now)
+            protectionOn(s.config) && s.protection.reached(.passwords, localId, s.config.protection.failedPasswordsPerAccount, now: now)
         }
         if locked { throw Self.accountLocked }
     }
@@ -153,7 +202,34 @@ extension Emulator {
         let now = clock.nowMillis()
         withLiveStore(key) { s in
             guard protectionOn(s.config) else { return }
-            ProtectionState.count(&s.protection.failedPasswords, localId, s.config.protection.failedPasswordsPerAccount, now: now)
+            s.protection.count(.passwords, localId, s.config.protection.failedPasswordsPerAccount, now: now)
         }
+    }
+}
+
+extension Emulator {
+    /// A client creating an account (a sign-up, a first phone or custom-token sign-in): with the limits on, at most
+    /// `protection.accountsPerIp` per address per window (`QUOTA_EXCEEDED`, as production's "too many accounts from
+    /// this address"), counted when it passes.
+    func countAccountCreation(_ tx: inout StoreTransaction, clientIP: String?, now: Int64) throws(AuthError) {
+        guard let ip = clientIP, let limits = activeProtection(tx) else { return }
+        let key = ProtectionState.addressKey(ip)
+        if tx.protection.reached(.accountsByIP, key, limits.accountsPerIp, now: now) {
+            tx.emit(.limitHit(limit: .quotaExceeded, phoneNumber: nil, ip: ip))
+            throw AuthError(.quotaExceeded, "Too many accounts created from this address; try again later.")
+        }
+        tx.protection.count(.accountsByIP, key, limits.accountsPerIp, now: now)
+    }
+
+    /// A code sent to a number that is not fictional: with the limits on, at most `protection.sendsPerIp` per
+    /// address per window (`TOO_MANY_ATTEMPTS_TRY_LATER`, production's answer).
+    func countSend(_ tx: inout StoreTransaction, phone: String, clientIP: String?, now: Int64) throws(AuthError) {
+        guard let ip = clientIP, let limits = activeProtection(tx) else { return }
+        let key = ProtectionState.addressKey(ip)
+        if tx.protection.reached(.sendsByIP, key, limits.sendsPerIp, now: now) {
+            tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone, ip: ip))
+            throw AuthError(.tooManyAttemptsTryLater)
+        }
+        tx.protection.count(.sendsByIP, key, limits.sendsPerIp, now: now)
     }
 }

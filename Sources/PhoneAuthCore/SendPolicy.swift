@@ -27,15 +27,37 @@ public struct PushNotification: Sendable, Equatable {
     public let createdAt: Int64
 }
 
-/// Sliding-window event times for the opt-in send limits.
+/// Sliding-window event times for the opt-in send limits. The per-number and per-address windows are bounded tables
+/// whose entries expire with their last send (a refused send stores nothing): however many numbers a client tries,
+/// memory stays bounded.
 public struct SendWindows: Sendable {
-    public var perPhone: [String: [Int64]] = [:]
-    public var perIP: [String: [Int64]] = [:]
+    /// Numbers (or addresses) whose windows a store keeps at most (the oldest evicted first).
+    public static let capacity = 65_536
+    public var perPhone = KeyedWindows()
+    public var perIP = KeyedWindows()
     public var quota: [Int64] = []
 
     static func count(_ times: inout [Int64], now: Int64, windowMillis: Int64) -> Int {
         times.removeAll { $0 <= now - windowMillis }
         return times.count
+    }
+
+    /// Each key's send times within its window.
+    public struct KeyedWindows: Sendable {
+        var table = ExpiringTable<[Int64]>(capacity: SendWindows.capacity)
+
+        /// Sends of `key` within the window ending now.
+        func count(_ key: String, now: Int64, windowMillis: Int64) -> Int {
+            (table.peek(key, now: now) ?? []).count { $0 > now - windowMillis }
+        }
+
+        /// Records a send of `key` now; the entry lives until the window after its last send ends.
+        mutating func record(_ key: String, now: Int64, windowMillis: Int64) {
+            var times = table.peek(key, now: now) ?? []
+            times.removeAll { $0 <= now - windowMillis }
+            times.append(now)
+            table.insert(key, times, expiresAt: now + windowMillis, now: now)
+        }
     }
 }
 
@@ -66,35 +88,27 @@ extension Emulator {
     /// (100 bytes) as Apple documents.
     public static let maxAppTokenLength = 200
 
-    /// App verification, region policy and limits for a non-fictional number, in production's order.
-    /// Runs inside the send's transaction; records the send in the windows when everything passes.
-    static func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
+    /// App verification, region policy and limits for a non-fictional number, in production's order, then the abuse
+    /// limit on sends per address (Protection.swift). Runs inside the send's transaction; records the send in the
+    /// windows when everything passes.
+    func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
         let settings = tx.store.config.phoneAuth
         if settings.appVerification == .enforce {
-            do throws(AuthError) { try verifyApp(&tx.credentials, credentials, now: now) } catch {
+            do throws(AuthError) { try Self.verifyApp(&tx.credentials, credentials, now: now) } catch {
                 tx.emit(.appVerificationFailed(reason: error.code, phoneNumber: phone.e164))
                 throw error
             }
         }
-        guard tx.store.config.smsRegion.allows(region: phone.region) else { throw regionBlocked }
+        guard tx.store.config.smsRegion.allows(region: phone.region) else { throw Self.regionBlocked }
         let perPhone = settings.perPhoneNumber, perIP = settings.perIp, quota = settings.smsQuota
-        if perPhone.max > 0 {
-            var times = tx.windows.perPhone[phone.e164] ?? []
-            let n = SendWindows.count(&times, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000)
-            tx.windows.perPhone[phone.e164] = times
-            if n >= perPhone.max {
-                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: nil))
-                throw AuthError(.tooManyAttemptsTryLater)
-            }
+        if perPhone.max > 0, tx.windows.perPhone.count(phone.e164, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000) >= perPhone.max {
+            tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: nil))
+            throw AuthError(.tooManyAttemptsTryLater)
         }
-        if perIP.max > 0, let ip = clientIP {
-            var times = tx.windows.perIP[ip] ?? []
-            let n = SendWindows.count(&times, now: now, windowMillis: Int64(perIP.perSeconds) * 1000)
-            tx.windows.perIP[ip] = times
-            if n >= perIP.max {
-                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: ip))
-                throw AuthError(.tooManyAttemptsTryLater)
-            }
+        if perIP.max > 0, let ip = clientIP,
+           tx.windows.perIP.count(ip, now: now, windowMillis: Int64(perIP.perSeconds) * 1000) >= perIP.max {
+            tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: phone.e164, ip: ip))
+            throw AuthError(.tooManyAttemptsTryLater)
         }
         if quota.max > 0 {
             let n = SendWindows.count(&tx.windows.quota, now: now, windowMillis: Int64(quota.perSeconds) * 1000)
@@ -103,8 +117,9 @@ extension Emulator {
                 throw AuthError(.quotaExceeded, "Exceeded quota.")
             }
         }
-        if perPhone.max > 0 { tx.windows.perPhone[phone.e164, default: []].append(now) }
-        if perIP.max > 0, let ip = clientIP { tx.windows.perIP[ip, default: []].append(now) }
+        try countSend(&tx, phone: phone.e164, clientIP: clientIP, now: now)
+        if perPhone.max > 0 { tx.windows.perPhone.record(phone.e164, now: now, windowMillis: Int64(perPhone.perSeconds) * 1000) }
+        if perIP.max > 0, let ip = clientIP { tx.windows.perIP.record(ip, now: now, windowMillis: Int64(perIP.perSeconds) * 1000) }
         if quota.max > 0 { tx.windows.quota.append(now) }
     }
 

@@ -346,6 +346,34 @@ public struct SessionTable: Sendable {
         return gone
     }
 
+    /// Removes expired sessions from the oldest on, and returns them: sessions expire in about the order they were
+    /// made (one TTL per store), so this stops at the first one still live that expires; sessions that never expire
+    /// are stepped over. At most `maxVisits` index entries are looked at, so its cost is O(what it removes) and
+    /// bounded — what the session cap needs on every refused send.
+    public mutating func sweepExpiredOldest(now: Int64, maxVisits: Int) -> [VerificationSession] {
+        var gone: [VerificationSession] = []
+        var visits = 0
+        var c = 0, i = 0
+        scan: while c < order.count, visits < maxVisits {
+            let entries = order[c].entries
+            while i < entries.count {
+                guard visits < maxVisits else { break scan }
+                let e = entries[i]
+                i += 1
+                visits += 1
+                guard let r = shards[e.id.shard][e.id], r.sequence == e.sequence else { continue }
+                if r.expiresAt == 0 { continue }
+                if r.expiresAt > now { break scan }
+                gone.append(full(e.id, r))
+            }
+            c += 1
+            i = 0
+        }
+        noteVisits(visits)
+        for s in gone { remove(s.id) }
+        return gone
+    }
+
     /// Drops the expired sessions of the next shard, and rebuilds it when mostly empty so memory is returned.
     /// Returns the ids removed.
     @discardableResult

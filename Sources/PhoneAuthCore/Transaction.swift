@@ -239,15 +239,20 @@ public struct StoreTransaction {
         return before.count
     }
 
-    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends); `shards`: this many now
-    /// (the session cap's full sweep passes `SessionTable.shardCount`).
-    mutating func sweepExpiredSessions(now: Int64, shards: Int = 0) {
-        guard shards > 0 || p.pointee.nextSequence & 255 == 0 else { return }
-        for _ in 0..<max(1, shards) { sweepOneShard(now: now) }
+    /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
+    mutating func sweepExpiredSessions(now: Int64) {
+        guard p.pointee.nextSequence & 255 == 0 else { return }
+        dropExpired(p.pointee.sessions.sweepNextShardSessions(now: now))
     }
 
-    private mutating func sweepOneShard(now: Int64) {
-        for gone in p.pointee.sessions.sweepNextShardSessions(now: now) {
+    /// The session cap's sweep: expired sessions from the oldest on, at most `maxVisits` looked at
+    /// (`SessionTable.sweepExpiredOldest`).
+    mutating func sweepOldestExpiredSessions(now: Int64, maxVisits: Int) {
+        dropExpired(p.pointee.sessions.sweepExpiredOldest(now: now, maxVisits: maxVisits))
+    }
+
+    private mutating func dropExpired(_ sessions: [VerificationSession]) {
+        for gone in sessions {
             if journaled {
                 undo.append(.session(gone.id, gone))
                 changes.append(.sessionDeleted(key, gone.sessionInfo))
@@ -551,8 +556,8 @@ final class JournalCommitter: Sendable {
                 // pending state took an older one, so `outcome` finds its ticket below.
                 let generation = failureGeneration.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
                 var tickets = Set<UInt64>()
-                let sessionsBefore = g.removed ? 0 : g.store.sessions.count
-                defer { box.sessionBudget.add((g.removed ? 0 : g.store.sessions.count) - sessionsBefore) }
+                let before = box.budgets.counts(g)
+                defer { box.budgets.add(from: before, to: g) }
                 while let top = g.undo.last, top.ticket >= from {
                     g.undo.removeLast()
                     tickets.insert(top.ticket)

@@ -83,7 +83,8 @@ public enum PhoneAuthServer {
         let commitHere = settings.durabilityFull ? nil : onLoop
         let emulator = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock,
                                 random: SystemRandom(), logger: logger, journal: dataDir, maxProjects: settings.maxProjects,
-                                maxUsersPerProject: settings.maxUsers, maxSessions: settings.maxSessions, exposed: settings.isExposed,
+                                maxUsersPerProject: settings.maxUsers, maxSessions: settings.maxSessions,
+                                maxUsersTotal: settings.maxUsersTotal, exposed: settings.isExposed,
                                 commitHere: commitHere)
         if let dataDir {
             do {

@@ -315,4 +315,124 @@ final class SafetyRoundThreeTests: XCTestCase, AppCalling {
             if sessionClaims != nil { XCTAssertEqual(c["tier"], "gold") }
         }
     }
+
+    // MARK: the second attack pass (after the fixes)
+
+    /// A lockout is not undone by flooding the counters with other accounts: a counter that reached its limit is kept
+    /// as tripped until its window ends (only counts below the limit can be pushed out).
+    func testATrippedLimitSurvivesAFloodOfOtherKeys() {
+        var p = ProtectionState()
+        let limit = RateLimit(max: 3, perSeconds: 3600)
+        for _ in 0..<3 { p.count(.passwords, "victim", limit, now: 0) }
+        XCTAssertTrue(p.reached(.passwords, "victim", limit, now: 1))
+        for i in 0..<(ProtectionState.capacity * 2) { p.count(.passwords, "other-\(i)", limit, now: 2) }
+        XCTAssertTrue(p.reached(.passwords, "victim", limit, now: 3), "the lockout was flushed out")
+        XCTAssertFalse(p.reached(.passwords, "victim", limit, now: 3_600_001), "the window ends")
+        XCTAssertLessThanOrEqual(p.counters.map(\.count).max() ?? 0, ProtectionState.capacity)
+    }
+
+    /// Addresses are counted as the connection cap counts peers: IPv4 addresses, IPv6 /64s.
+    func testAddressesAreCountedPerIPv6Slash64() {
+        XCTAssertEqual(ProtectionState.addressKey("10.1.2.3"), "10.1.2.3")
+        XCTAssertEqual(ProtectionState.addressKey("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64")
+        XCTAssertEqual(ProtectionState.addressKey("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64")
+        XCTAssertEqual(ProtectionState.addressKey("::ffff:192.0.2.7"), "192.0.2.7")
+        XCTAssertEqual(ProtectionState.addressKey("fe80::1%eth0"), "fe80:0:0:0::/64")
+        XCTAssertEqual(ProtectionState.addressKey("not an address"), "not an address")
+    }
+
+    /// The custom-token chain: a session keeps its sign-in provider when a password is set (a custom-token session
+    /// stays ineligible for MFA), and the iOS enrollment finalize checks the verified email as start does.
+    func testSettingAPasswordKeepsTheSessionsProviderAndEnrollmentNeedsAVerifiedEmail() throws {
+        XCTAssertEqual(admin("accounts", #"{"localId":"ct","email":"ct@example.com","emailVerified":true}"#).0, 200)
+        let user = try XCTUnwrap(app.emulator.existingStore(key)?.read { $0.users["ct"] })
+        let custom = try app.idToken(for: user, key: key, signInProvider: "custom", authTime: clock.nowSeconds())
+        let updated = client("update", #"{"idToken":"\#(custom)","password":"secret12","returnSecureToken":true}"#)
+        let token = try XCTUnwrap(updated.1["idToken"]?.stringValue, "\(updated.1)")
+        XCTAssertEqual(try XCTUnwrap(DecodedJWT(token)).payload["firebase"]?["sign_in_provider"], "custom")
+        let session = try XCTUnwrap(client("sendVerificationCode", #"{"phoneNumber":"\#(fictional)"}"#).1["sessionInfo"]?.stringValue)
+        XCTAssertEqual(message(v2("mfaEnrollment:finalize", #"{"idToken":"\#(token)","phoneVerificationInfo":{"sessionInfo":"\#(session)","code":"123456"}}"#)),
+                       "UNSUPPORTED_FIRST_FACTOR : MFA is not available for the given first factor.")
+        // A password user whose email is not verified cannot finalize through the iOS path either.
+        XCTAssertEqual(admin("accounts", #"{"localId":"nv","email":"nv@example.com","password":"secret12"}"#).0, 200)
+        let nv = try XCTUnwrap(client("signInWithPassword", #"{"email":"nv@example.com","password":"secret12","returnSecureToken":true}"#).1["idToken"]?.stringValue)
+        let s2 = try XCTUnwrap(client("sendVerificationCode", #"{"phoneNumber":"\#(fictional)"}"#).1["sessionInfo"]?.stringValue)
+        XCTAssertEqual(message(v2("mfaEnrollment:finalize", #"{"idToken":"\#(nv)","phoneVerificationInfo":{"sessionInfo":"\#(s2)","code":"123456"}}"#)),
+                       "UNVERIFIED_EMAIL : Need to verify email first before enrolling second factors.")
+    }
+
+    /// With --admin-token (others can reach the server), another machine exchanges a custom token only with the token.
+    func testCustomTokensFromAnotherMachineNeedTheAdminTokenWhenOneIsSet() throws {
+        app = PhoneAuthApp(emulator: app.emulator, tokens: app.tokens, signingPool: nil, logger: .quiet, adminToken: "a-long-admin-token")
+        let header = #"{"alg":"none","typ":"JWT"}"#, iat = clock.nowSeconds()
+        let payload = #"{"aud":"https://identitytoolkit.googleapis.com/google.identity.identitytoolkit.v1.IdentityToolkit","iat":\#(iat),"exp":\#(iat + 3600),"uid":"lan-user"}"#
+        let jwt = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(payload.utf8)) + "."
+        func exchange(from ip: String, bearer: Bool) -> (Int, JSON) {
+            var h = HTTPHeaders()
+            if bearer { h.add("Authorization", "Bearer a-long-admin-token") }
+            let req = HTTPRequest(method: "POST", target: "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken?key=k", headers: h,
+                                  body: Array(#"{"token":"\#(jwt)","returnSecureToken":true}"#.utf8), remoteAddress: ip)
+            guard let resp = app.respond(to: req, context: .detached) else { return (0, .null) }
+            return (resp.status, (try? JSONParser.parse(resp.body)) ?? .null)
+        }
+        XCTAssertEqual(exchange(from: "192.168.1.50", bearer: false).0, 403)
+        XCTAssertEqual(exchange(from: "192.168.1.50", bearer: true).0, 200)
+        XCTAssertEqual(exchange(from: "127.0.0.1", bearer: false).0, 200)
+    }
+
+    /// One account signing in again and again keeps at most five pending sign-ins of its own, and cannot push another
+    /// user's out.
+    func testPendingSignInsAreCappedPerUser() throws {
+        mfaUser("busy", real)
+        mfaUser("other", "+15557654321")
+        let (otherCredential, otherHint) = try passwordSignIn("other")
+        for _ in 0..<(Emulator.maxMFAPending + 50) { _ = try app.emulator.passFirstFactor(key, localId: "busy", signInProvider: "password") }
+        let busy = try XCTUnwrap(app.emulator.existingStore(key)?.read { s in s.mfaPending.keys(now: clock.nowMillis()) { $0.localId == "busy" }.count })
+        XCTAssertEqual(busy, Emulator.maxMFAPendingPerUser)
+        let start = v2("mfaSignIn:start", #"{"mfaPendingCredential":"\#(otherCredential)","mfaEnrollmentId":"\#(otherHint["mfaEnrollmentId"]!.stringValue!)"}"#)
+        XCTAssertEqual(start.0, 200, "\(start.1)")
+    }
+
+    /// With the limits on, a masked send is refused as production refuses a masked number: it carries no credential,
+    /// so anyone could spend another user's pending sign-in with it.
+    func testMaskedSendsAreRefusedWithTheLimitsOn() throws {
+        mfaUser("m", fictional)
+        _ = try passwordSignIn("m")
+        patch(#"{"protection":{"mode":"ON"}}"#)
+        XCTAssertEqual(message(client("sendVerificationCode", #"{"phoneNumber":"\#(mask)"}"#)), "INVALID_PHONE_NUMBER : Invalid format.")
+        patch(#"{"protection":{"mode":"OFF"}}"#)
+        XCTAssertEqual(client("sendVerificationCode", #"{"phoneNumber":"\#(mask)"}"#).0, 200)
+    }
+
+    /// With the limits on, one address has at most `sendsPerIp` codes sent to numbers that are not fictional.
+    func testSendsPerAddressAreBoundedWithTheLimitsOn() throws {
+        patch(#"{"protection":{"mode":"ON","sendsPerIp":{"max":3,"perSeconds":60}}}"#)
+        for i in 0..<3 { XCTAssertEqual(client("sendVerificationCode", #"{"phoneNumber":"+1555000900\#(i)"}"#, ip: "10.2.0.1").0, 200) }
+        XCTAssertEqual(message(client("sendVerificationCode", #"{"phoneNumber":"+15550009009"}"#, ip: "10.2.0.1")), "TOO_MANY_ATTEMPTS_TRY_LATER")
+        XCTAssertEqual(client("sendVerificationCode", #"{"phoneNumber":"+15550009009"}"#, ip: "10.2.0.2").0, 200)
+        XCTAssertEqual(client("sendVerificationCode", #"{"phoneNumber":"\#(fictional)"}"#, ip: "10.2.0.1").0, 200, "fictional numbers are exempt")
+        clock.advance(millis: 60_000)
+        XCTAssertEqual(client("sendVerificationCode", #"{"phoneNumber":"+15550009009"}"#, ip: "10.2.0.1").0, 200)
+    }
+
+    /// The opt-in per-number window keeps a bounded table, and a refused send stores nothing.
+    func testSendWindowsAreBounded() {
+        var w = SendWindows.KeyedWindows()
+        for i in 0..<(SendWindows.capacity + 1000) { w.record("+1\(i)", now: 0, windowMillis: 60_000) }
+        XCTAssertLessThanOrEqual(w.table.count, SendWindows.capacity)
+        XCTAssertEqual(w.count("+1\(SendWindows.capacity + 999)", now: 1, windowMillis: 60_000), 1)
+        XCTAssertEqual(w.count("+1\(SendWindows.capacity + 999)", now: 60_001, windowMillis: 60_000), 0)
+    }
+
+    /// Users in all projects and tenants together are bounded (`--max-users-total`), and deletes give room back.
+    func testUsersAreBoundedAcrossEveryStore() throws {
+        let e = Emulator(defaultProjectId: "p", clock: clock, random: SeededRandom(seed: 9), maxUsersTotal: 4)
+        for i in 0..<2 { _ = try e.createUser(StoreKey(projectId: "p"), localId: "a\(i)", changes: UserChanges()) }
+        for i in 0..<2 { _ = try e.createUser(StoreKey(projectId: "q", tenantId: "t\(i)"), localId: "b\(i)", changes: UserChanges()) }
+        XCTAssertThrowsError(try e.createUser(StoreKey(projectId: "r"), localId: "c", changes: UserChanges())) { err in
+            XCTAssertEqual((err as? AuthError)?.code, .quotaExceeded)
+        }
+        try e.deleteUser(StoreKey(projectId: "p"), localId: "a0")
+        XCTAssertNoThrow(try e.createUser(StoreKey(projectId: "r"), localId: "c", changes: UserChanges()))
+    }
 }

@@ -37,7 +37,7 @@ final class SettingsTableTests: XCTestCase {
     func testFlagBeatsEnvironmentForEveryOption() throws {
         let samples = ["host": "0.0.0.0", "port": "7", "project": "flag-proj", "token-signing": "none", "signing-key": "/k.pem",
                        "admin-token": "secret-token", "data-dir": "/d", "durability": "full", "import": "/i", "export-on-exit": "/e",
-                       "export-root": "/r", "max-projects": "9", "max-users": "7", "max-sessions": "11", "request-timeout": "2", "blocking-timeout-ms": "1500", "max-connections-per-peer": "3",
+                       "export-root": "/r", "max-projects": "9", "max-users": "7", "max-sessions": "11", "max-users-total": "13", "request-timeout": "2", "blocking-timeout-ms": "1500", "max-connections-per-peer": "3",
                        "log-level": "debug", "log-format": "json"]
         for option in ServerSettings.options {
             guard case .one = option.kind, let flag = option.flag, let env = option.env else { continue }

@@ -246,7 +246,6 @@ final class WebBoundaryTests: XCTestCase {
             ("POST", "/identitytoolkit.googleapis.com/v1/accounts:lookup?key=k"),
             ("POST", "/identitytoolkit.googleapis.com/v1/accounts:update?key=k"),
             ("POST", "/identitytoolkit.googleapis.com/v1/accounts:delete?key=k"),
-            ("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient?key=k"),
             ("GET", "/identitytoolkit.googleapis.com/v1/recaptchaParams?key=k"),
             ("GET", "/identitytoolkit.googleapis.com/v1/projects?key=k"),
             ("GET", "/identitytoolkit.googleapis.com/v2/recaptchaConfig?key=k"),
@@ -275,6 +274,14 @@ final class WebBoundaryTests: XCTestCase {
                 XCTAssertEqual(a.status, 403, "\(m) \(path) with Bearer from \(evil)")
             }
         }
+        // verifyClient is the iOS SDK's, which sends no Origin: a web page may not mint receipts (or push out a suite's
+        // recorded pushes); the SDK and a localhost page still may.
+        for evil in ["http://evil.example", "null"] {
+            let r = send("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient?key=k", #"{"appToken":"aa"}"#, [("Origin", evil)])
+            XCTAssertEqual(r.status, 403)
+            XCTAssertNil(header(r, "Access-Control-Allow-Origin"))
+        }
+        XCTAssertEqual(send("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient?key=k", #"{"appToken":"aa"}"#, []).status, 200)
         // The same protected requests from the JS SDK's page on localhost, and with no Origin at all, get through.
         for origin in ["http://localhost:3000", nil] {
             for (m, path) in protected where !path.hasSuffix(":export") {
