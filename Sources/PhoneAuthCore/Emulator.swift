@@ -105,11 +105,7 @@ public final class StoreBox: Sendable {
                 return nil
             }
             let before = budgets.counts(g)
-            let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
-                var tx = StoreTransaction(box: self, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
-                let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
-                return (r, tx)
-            }
+            let (result, recorded) = StoreTransaction.run(on: &g, box: self, refreshTokens: refreshTokens, journaled: committer != nil, body)
             var tx = recorded
             if tx.removeStore {
                 g.removed = true

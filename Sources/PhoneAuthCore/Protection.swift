@@ -161,7 +161,7 @@ extension Emulator {
 
     /// The store's limits if they apply now (read in place: copying the config costs a retain per field, on every
     /// code check).
-    func activeProtection(_ tx: StoreTransaction) -> ProtectionConfig? {
+    func activeProtection(_ tx: borrowing StoreTransaction) -> ProtectionConfig? {
         tx.store.config.protection.isOn(exposed: exposed) ? tx.store.config.protection : nil
     }
 

@@ -64,7 +64,12 @@ enum Undo: Sendable {
 
 /// A store's state and what its pending transactions would undo, behind the store's lock.
 struct GuardedStore: Sendable {
-    var store: AuthStore
+    /// The store; empty only while a transaction holds it (`StoreTransaction.run`, under the lock).
+    fileprivate var slot: AuthStore?
+    var store: AuthStore {
+        _read { yield slot! }
+        _modify { yield &slot! }
+    }
     /// Undo entries of transactions whose commit is not decided yet, oldest first.
     var undo: [(ticket: UInt64, entries: [Undo])] = []
     /// The newest ticket of a transaction on this store (0: none pending). A reader depends on it.
@@ -72,85 +77,117 @@ struct GuardedStore: Sendable {
     /// Removed from the registry (a deleted or reclaimed tenant, or a failed create): transactions never run on it
     /// (`StoreBox.attempt` reports it; see "A store can leave the registry" above).
     var removed = false
+
+    init(store: AuthStore) { slot = store }
 }
 
 /// A write in progress on one store. Read the store through `store`; change durable state only through the methods
 /// below, which apply the change to memory at once and record it for the journal and for rollback. Non-durable
-/// state (`windows`, `credentials`, `temporaryProofs`, `nextSequence`) is changed directly. Valid only inside the
-/// transaction's body: never let it escape.
-public struct StoreTransaction {
+/// state (`windows`, `credentials`, `temporaryProofs`, `nextSequence`) is changed directly.
+///
+/// It cannot outlive its body, by its type: it is not copyable, its body gets it `inout` (and must leave it there),
+/// and only `run` below makes one. For the body's duration it owns the store: `run` moves the store out of the
+/// lock's slot into the transaction and back after the body (two moves of the value, no copy, no retain), so reads
+/// are in place (`tx.store.users[id]` reads the held value, nothing is copied — passing a copy of the store to a
+/// function once cost two dozen retains and releases per request) and no pointer to the lock's memory exists.
+public struct StoreTransaction: ~Copyable {
     public let key: StoreKey
     /// The store this transaction runs on (hooks that run after the commit find it here).
     let box: StoreBox
-    private let p: UnsafeMutablePointer<AuthStore>
+    /// The store, held for the body's duration (nil outside it: see `run`).
+    private var held: AuthStore?
     private let refreshTokens: Locked<RefreshTokenIndex>
     /// Record changes and undo entries (a journal exists).
     let journaled: Bool
-    var changes: [StateChange] = []
-    var undo: [Undo] = []
-    var created = false
-    var removeStore = false
-    /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
-    var afterCommit: [@Sendable () -> Void] = []
-    /// Events published once the transaction is applied (Events.swift): the first without an array.
-    var event: EventPayload? = nil
-    var moreEvents: [EventPayload] = []
+    /// What the body recorded.
+    private(set) var recorded = Recorded()
 
-    init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
+    /// What a transaction leaves for `StoreBox.attempt` once its body has run.
+    struct Recorded {
+        var changes: [StateChange] = []
+        var undo: [Undo] = []
+        var created = false
+        var removeStore = false
+        /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
+        var afterCommit: [@Sendable () -> Void] = []
+        /// Events published once the transaction is applied (Events.swift): the first without an array.
+        var event: EventPayload? = nil
+        var moreEvents: [EventPayload] = []
+    }
+
+    private init(box: StoreBox, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
         self.key = box.key
         self.box = box
-        self.p = store
         self.refreshTokens = refreshTokens
         self.journaled = journaled
     }
 
-    /// The store as it is now, read-only.
-    public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
-
-    /// `PROJECT_DISABLED` when the tenant has auth turned off. Reads the one field in place: passing `store` to a
-    /// function copied the whole store (two dozen retains and releases per request).
-    func checkTenantEnabled() throws(AuthError) {
-        if p.pointee.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
+    /// Runs `body` as a transaction on `g`'s store (under its lock, held by the caller): the store moves into the
+    /// transaction, and back once the body returns or throws. Returns the body's result and what it recorded.
+    static func run<T>(on g: inout GuardedStore, box: StoreBox, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool,
+                       _ body: (inout StoreTransaction) throws(AuthError) -> T) -> (Result<T, AuthError>, Recorded) {
+        var tx = StoreTransaction(box: box, refreshTokens: refreshTokens, journaled: journaled)
+        swap(&tx.held, &g.slot)
+        let result: Result<T, AuthError>
+        do throws(AuthError) { result = .success(try body(&tx)) } catch { result = .failure(error) }
+        swap(&tx.held, &g.slot)
+        return (result, tx.finish())
     }
 
-    /// The user with this phone number (`AuthStore.user(phone:)` read in place, without copying the store).
+    private consuming func finish() -> Recorded { recorded }
+
+    /// The store as it is now, read-only (in place).
+    public var store: AuthStore { _read { yield held! } }
+
+    /// The held store, for the methods below.
+    private var s: AuthStore {
+        _read { yield held! }
+        _modify { yield &held! }
+    }
+
+    /// `PROJECT_DISABLED` when the tenant has auth turned off.
+    func checkTenantEnabled() throws(AuthError) {
+        if store.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
+    }
+
+    /// The user with this phone number (`AuthStore.user(phone:)` read in place).
     public func user(phone: String) -> UserRecord? {
-        guard let id = p.pointee.phoneIndex[phone] else { return nil }
-        return p.pointee.users[id]
+        guard let id = store.phoneIndex[phone] else { return nil }
+        return store.users[id]
     }
 
     /// Whether the user with this phone number has second factors, read in place (no copy of the user: every send
     /// asks).
     public func phoneUserHasSecondFactors(_ phone: String) -> Bool {
-        guard let id = p.pointee.phoneIndex[phone], let i = p.pointee.users.index(forKey: id) else { return false }
-        return !p.pointee.users.values[i].mfaInfo.isEmpty
+        guard let id = store.phoneIndex[phone], let i = store.users.index(forKey: id) else { return false }
+        return !store.users.values[i].mfaInfo.isEmpty
     }
 
     // MARK: non-durable state
 
     public var windows: SendWindows {
-        get { p.pointee.windows }
-        nonmutating _modify { yield &p.pointee.windows }
+        _read { yield s.windows }
+        _modify { yield &s.windows }
     }
     public var credentials: CredentialState {
-        get { p.pointee.credentials }
-        nonmutating _modify { yield &p.pointee.credentials }
+        _read { yield s.credentials }
+        _modify { yield &s.credentials }
     }
     public var protection: ProtectionState {
-        get { p.pointee.protection }
-        nonmutating _modify { yield &p.pointee.protection }
+        _read { yield s.protection }
+        _modify { yield &s.protection }
     }
     public var temporaryProofs: ExpiringTable<String> {
-        get { p.pointee.temporaryProofs }
-        nonmutating _modify { yield &p.pointee.temporaryProofs }
+        _read { yield s.temporaryProofs }
+        _modify { yield &s.temporaryProofs }
     }
     public var mfaPending: ExpiringTable<PendingMFA> {
-        get { p.pointee.mfaPending }
-        nonmutating _modify { yield &p.pointee.mfaPending }
+        _read { yield s.mfaPending }
+        _modify { yield &s.mfaPending }
     }
     public var nextSequence: UInt64 {
-        get { p.pointee.nextSequence }
-        nonmutating _modify { yield &p.pointee.nextSequence }
+        _read { yield s.nextSequence }
+        _modify { yield &s.nextSequence }
     }
 
     // MARK: users
@@ -159,10 +196,10 @@ public struct StoreTransaction {
     /// Returns the record it replaced (nil for a new user).
     @discardableResult
     public mutating func save(_ user: UserRecord) -> UserRecord? {
-        let replaced = p.pointee.save(user)
+        let replaced = s.save(user)
         if journaled {
-            undo.append(.user(user.localId, replaced))
-            changes.append(.userSaved(key, user))
+            recorded.undo.append(.user(user.localId, replaced))
+            recorded.changes.append(.userSaved(key, user))
         }
         return replaced
     }
@@ -170,29 +207,29 @@ public struct StoreTransaction {
     /// Deletes a user and its refresh tokens; false if there was none.
     @discardableResult
     public mutating func deleteUser(_ localId: String) -> Bool {
-        guard let old = p.pointee.users[localId] else { return false }
-        p.pointee.deleteUser(localId)
+        guard let old = s.users[localId] else { return false }
+        s.deleteUser(localId)
         let gone = refreshTokens.withLock { $0.removeUser(key, localId) }
         if journaled {
-            undo.append(.user(localId, old))
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            changes.append(.userDeleted(key, localId))  // deletes the user's refresh tokens on disk too
+            recorded.undo.append(.user(localId, old))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.changes.append(.userDeleted(key, localId))  // deletes the user's refresh tokens on disk too
         }
         return true
     }
 
     /// Deletes every user of the store and their refresh tokens (temporary proofs go too).
     public mutating func wipeUsers() {
-        let users = p.pointee.users, phones = p.pointee.phoneIndex
-        p.pointee.users = [:]
-        p.pointee.phoneIndex = [:]
-        p.pointee.emailIndex = [:]
-        p.pointee.temporaryProofs.removeAll()
+        let users = s.users, phones = s.phoneIndex
+        s.users = [:]
+        s.phoneIndex = [:]
+        s.emailIndex = [:]
+        s.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
-            undo.append(.users(users, phones))
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            changes.append(.usersWiped(key))  // deletes the store's refresh tokens on disk too
+            recorded.undo.append(.users(users, phones))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.changes.append(.usersWiped(key))  // deletes the store's refresh tokens on disk too
         }
     }
 
@@ -200,62 +237,62 @@ public struct StoreTransaction {
 
     public mutating func save(_ session: VerificationSession) {
         if journaled {
-            undo.append(.session(session.id, p.pointee.sessions[session.id]))
-            changes.append(.sessionSaved(key, session))
+            recorded.undo.append(.session(session.id, s.sessions[session.id]))
+            recorded.changes.append(.sessionSaved(key, session))
         }
-        p.pointee.sessions[session.id] = session
+        s.sessions[session.id] = session
     }
 
     /// Deletes a session (keyed on disk by its canonical text, never a client's spelling).
     public mutating func deleteSession(_ id: SessionID) {
         guard journaled else {
-            p.pointee.sessions.remove(id)
+            s.sessions.remove(id)
             return
         }
-        guard let old = p.pointee.sessions[id] else { return }
-        p.pointee.sessions.remove(id)
-        undo.append(.session(id, old))
-        changes.append(.sessionDeleted(key, id.text))
+        guard let old = s.sessions[id] else { return }
+        s.sessions.remove(id)
+        recorded.undo.append(.session(id, old))
+        recorded.changes.append(.sessionDeleted(key, id.text))
     }
 
     /// Removes one number's pending sessions (all with nil); returns how many.
     public mutating func clearSessions(phone: String?) -> Int {
         if let phone {
-            let gone = p.pointee.sessions.removeAll(phone: phone)
+            let gone = s.sessions.removeAll(phone: phone)
             if journaled {
-                for s in gone {
-                    undo.append(.session(s.id, s))
-                    changes.append(.sessionDeleted(key, s.sessionInfo))
+                for session in gone {
+                    recorded.undo.append(.session(session.id, session))
+                    recorded.changes.append(.sessionDeleted(key, session.sessionInfo))
                 }
             }
             return gone.count
         }
-        let before = p.pointee.sessions
-        p.pointee.sessions.removeAll()
+        let before = s.sessions
+        s.sessions.removeAll()
         if journaled {
-            undo.append(.sessions(before))
-            changes.append(.sessionsCleared(key))
+            recorded.undo.append(.sessions(before))
+            recorded.changes.append(.sessionsCleared(key))
         }
         return before.count
     }
 
     /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
     mutating func sweepExpiredSessions(now: Int64) {
-        guard p.pointee.nextSequence & 255 == 0 else { return }
-        dropExpired(p.pointee.sessions.sweepNextShardSessions(now: now))
+        guard s.nextSequence & 255 == 0 else { return }
+        dropExpired(s.sessions.sweepNextShardSessions(now: now))
     }
 
     /// The session cap's sweep: expired sessions from the oldest on, at most `maxVisits` looked at
     /// (`SessionTable.sweepExpiredOldest`).
     mutating func sweepOldestExpiredSessions(now: Int64, maxVisits: Int) {
-        dropExpired(p.pointee.sessions.sweepExpiredOldest(now: now, maxVisits: maxVisits))
+        dropExpired(s.sessions.sweepExpiredOldest(now: now, maxVisits: maxVisits))
     }
 
     private mutating func dropExpired(_ sessions: [VerificationSession]) {
         for gone in sessions {
             if journaled {
-                undo.append(.session(gone.id, gone))
-                changes.append(.sessionDeleted(key, gone.sessionInfo))
+                recorded.undo.append(.session(gone.id, gone))
+                recorded.changes.append(.sessionDeleted(key, gone.sessionInfo))
             }
             emit(.sessionExpired(phoneNumber: gone.phoneNumber, session: gone.id))
         }
@@ -265,38 +302,38 @@ public struct StoreTransaction {
 
     /// Stores an out-of-band code; past `OobTable.capacity` the oldest ones are deleted (durably, with this one).
     public mutating func save(_ oob: OobCode) {
-        while p.pointee.oob.table.count >= OobTable.capacity, let oldest = p.pointee.oob.table.oldest {
+        while s.oob.table.count >= OobTable.capacity, let oldest = s.oob.table.oldest {
             deleteOobCode(oldest.code)
         }
         if journaled {
-            undo.append(.oobCode(oob.code, p.pointee.oob.table[oob.code]))
-            changes.append(.oobCodeSaved(key, oob))
+            recorded.undo.append(.oobCode(oob.code, s.oob.table[oob.code]))
+            recorded.changes.append(.oobCodeSaved(key, oob))
         }
-        _ = p.pointee.oob.table.remove(oob.code)
-        p.pointee.oob.table.insert(oob)
+        _ = s.oob.table.remove(oob.code)
+        s.oob.table.insert(oob)
     }
 
     /// Deletes an out-of-band code (used, expired or evicted).
     public mutating func deleteOobCode(_ code: String) {
-        guard let old = p.pointee.oob.table.remove(code) else { return }
+        guard let old = s.oob.table.remove(code) else { return }
         if journaled {
-            undo.append(.oobCode(code, old))
-            changes.append(.oobCodeDeleted(key, code))
+            recorded.undo.append(.oobCode(code, old))
+            recorded.changes.append(.oobCodeDeleted(key, code))
         }
     }
 
     /// Deletes every out-of-band code (all, or one email's); returns how many.
     public mutating func clearOobCodes(email: String?) -> Int {
         if let email {
-            let gone = p.pointee.oob.table.list(email: email)
+            let gone = s.oob.table.list(email: email)
             for c in gone { deleteOobCode(c.code) }
             return gone.count
         }
-        let before = p.pointee.oob.table
-        p.pointee.oob.table = OobTable()
+        let before = s.oob.table
+        s.oob.table = OobTable()
         if journaled {
-            undo.append(.oobCodes(before))
-            changes.append(.oobCodesCleared(key))
+            recorded.undo.append(.oobCodes(before))
+            recorded.changes.append(.oobCodesCleared(key))
         }
         return before.count
     }
@@ -307,15 +344,15 @@ public struct StoreTransaction {
     /// one made with the tenants API (never reclaimed), here and after a restart (its config is on disk).
     public mutating func setConfig(_ config: ProjectConfig, tenant: TenantSettings?) {
         if journaled {
-            undo.append(.config(p.pointee.config, p.pointee.tenant, implicit: p.pointee.implicitTenant))
-            changes.append(.configSaved(key, config, tenant))
+            recorded.undo.append(.config(s.config, s.tenant, implicit: s.implicitTenant))
+            recorded.changes.append(.configSaved(key, config, tenant))
         }
-        p.pointee.config = config
-        p.pointee.tenant = tenant
-        p.pointee.implicitTenant = false
+        s.config = config
+        s.tenant = tenant
+        s.implicitTenant = false
     }
 
-    public mutating func setConfig(_ config: ProjectConfig) { setConfig(config, tenant: p.pointee.tenant) }
+    public mutating func setConfig(_ config: ProjectConfig) { setConfig(config, tenant: s.tenant) }
 
     // MARK: refresh tokens
 
@@ -323,49 +360,44 @@ public struct StoreTransaction {
     public mutating func insertRefreshToken(_ token: String, _ record: RefreshTokenRecord) {
         refreshTokens.withLock { $0.insert(token, record) }
         if journaled {
-            undo.append(.refreshTokenAdded(token))
-            changes.append(.refreshTokenSaved(token, record))
+            recorded.undo.append(.refreshTokenAdded(token))
+            recorded.changes.append(.refreshTokenSaved(token, record))
         }
     }
 
     // MARK: the store itself
 
     /// This transaction brought the store into being (an explicit tenant create): a failed commit unregisters it.
-    public mutating func markCreated() { created = true }
+    public mutating func markCreated() { recorded.created = true }
 
     /// Deletes the store (a tenant) with all its users, sessions, config and refresh tokens; it leaves the registry.
     mutating func deleteStore() {
         let gone = refreshTokens.withLock { $0.removeStore(key) }
-        removeStore = true
+        recorded.removeStore = true
         if journaled {
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            undo.append(.storeRemoved)
-            changes.append(.storeDeleted(key))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.undo.append(.storeRemoved)
+            recorded.changes.append(.storeDeleted(key))
         }
     }
 
     /// Deletes the store, as `deleteStore` (from the journal too: expired sessions may be on disk), if it is an empty
     /// tenant created on first use (`AuthStore.isReclaimable`). True if it did.
     mutating func reclaimIfEmpty(now: Int64) -> Bool {
-        guard p.pointee.isReclaimable(now: now) else { return false }
+        guard s.isReclaimable(now: now) else { return false }
         deleteStore()
         return true
     }
 
     /// Runs `body` once the changes are durable (never if the commit fails), outside the store lock.
-    public mutating func onCommit(_ body: @escaping @Sendable () -> Void) { afterCommit.append(body) }
+    public mutating func onCommit(_ body: @escaping @Sendable () -> Void) { recorded.afterCommit.append(body) }
 
     /// Emits an event of this store: published when the transaction is applied (with a journal: once it is durable;
     /// never if it is rolled back), also when the body then throws (what it recorded commits; see `StoreBox.attempt`).
     public mutating func emit(_ payload: EventPayload) {
-        if event == nil { event = payload } else { moreEvents.append(payload) }
+        if recorded.event == nil { recorded.event = payload } else { recorded.moreEvents.append(payload) }
     }
 
-    /// The events emitted, in order.
-    var events: [EventPayload] {
-        guard let event else { return [] }
-        return [event] + moreEvents
-    }
 }
 
 /// What a request depends on: tickets it wrote and the pending tickets of stores it read. `PhoneAuthApp` binds one
