@@ -25,13 +25,12 @@ public final class StoreBox: Sendable {
         self.events = events
         self.budgets = budgets
         self.userFields = userFields
-        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
-        store.implicitTenant = implicit && key.tenantId != nil
-        state = Locked(GuardedStore(store: store))
+        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings(),
+                                                     implicitTenant: implicit && key.tenantId != nil)))
     }
 
-    /// Raw exclusive access to the store, outside any transaction: nothing is journaled or rolled back. For
-    /// non-durable state and tests only; durable state changes go through `Emulator.transaction`.
+    /// Exclusive access to the store outside any transaction, for its non-durable state (tests): nothing is
+    /// journaled or rolled back, and the durable fields cannot be changed here (`AuthStore`: only a transaction can).
     public func withLock<T>(_ body: (inout AuthStore) throws(AuthError) -> T) throws(AuthError) -> T {
         try state.withLock { g throws(AuthError) -> T in try body(&g.store) }
     }

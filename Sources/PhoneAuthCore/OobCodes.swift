@@ -109,7 +109,6 @@ public struct OobTable: Sendable {
 
 /// Out-of-band state of a store: the durable codes and the non-durable long-polls waiting for them.
 public struct OobState: Sendable {
-    public var table = OobTable()
     /// `oobCodes:wait` long-polls, by lowercased email.
     var waiters: [String: [InboxWaiter<OobCode>]] = [:]
     var waiterCount = 0
@@ -128,11 +127,11 @@ extension Emulator {
             try tx.checkTenantEnabled()
             try check(tx.store)
             var text = random.alphanumeric(Self.oobCodeLength)
-            while tx.store.oob.table[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
+            while tx.store.oobCodes[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
             // Expired codes at the front go first (amortized O(1)); the cap evicts the oldest live ones.
-            while let oldest = tx.store.oob.table.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
+            while let oldest = tx.store.oobCodes.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
             let c = OobCode(code: text, email: email.lowercased(), newEmail: newEmail?.lowercased(), requestType: type, link: link(text),
-                            createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oob.table.nextSequence)
+                            createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oobCodes.nextSequence)
             tx.save(c)
             tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
             if tx.store.oob.waiters[c.email] != nil { tx.onCommit { [self] in fireOobWaiters(box, c) } }
@@ -164,7 +163,7 @@ extension Emulator {
         guard let box = existingStore(key) else { throw AuthError(.invalidOobCode) }
         return try transaction(box) { tx throws(AuthError) -> T in
             try tx.checkTenantEnabled()
-            guard let c = tx.store.oob.table[code] else { throw AuthError(.invalidOobCode) }
+            guard let c = tx.store.oobCodes[code] else { throw AuthError(.invalidOobCode) }
             if now >= c.expiresAt {
                 tx.deleteOobCode(code)
                 throw AuthError(.expiredOobCode)
@@ -176,7 +175,7 @@ extension Emulator {
 
     /// Pending out-of-band codes in creation order (all, or one email's). Never creates a store.
     public func oobCodes(_ key: StoreKey, email: String?) -> [OobCode] {
-        existingStore(key)?.read { $0.oob.table.list(email: email) } ?? []
+        existingStore(key)?.read { $0.oobCodes.list(email: email) } ?? []
     }
 
     /// Deletes pending out-of-band codes (all, or one email's); returns how many. Never creates a store.
@@ -215,7 +214,7 @@ extension Emulator {
         guard let box = found else { return nil }
         var pending: (ticket: UInt64, generation: UInt64) = (0, 0)
         let newest = try box.state.withLock { g throws(AuthError) -> OobCode? in
-            if let newest = g.store.oob.table.newest(email: email) {
+            if let newest = g.store.oobCodes.newest(email: email) {
                 pending = box.pending(g)
                 return newest
             }

@@ -47,6 +47,117 @@ import Synchronization
 // Outside a request (tests, start-up import) there is no `DurabilityScope`: the transaction then blocks until its
 // commit is decided and throws `internalError` if it failed.
 
+/// Everything one project (or tenant) holds. Plain value state; the `Emulator` guards it with a mutex.
+///
+/// The memory/disk rule, by the type: the durable fields (config, tenant settings, users and their indexes,
+/// sessions, out-of-band codes) are `fileprivate(set)`, so only this file writes them — `StoreTransaction`'s methods,
+/// which record each change for the journal and for rollback, the rollback itself (`JournalCommitter.apply`) and the
+/// journal's restore. Anyone else holding the store `inout` (`StoreBox.withLock`, `Emulator.withLiveStore`) changes
+/// non-durable state only: send windows, abuse counters, minted credentials, temporary proofs, pending second
+/// factors, inbox waiters and `nextSequence`, none of which reaches the disk.
+public struct AuthStore: Sendable {
+    public fileprivate(set) var config: ProjectConfig
+    public fileprivate(set) var users: [String: UserRecord] = [:]
+    public fileprivate(set) var phoneIndex: [String: String] = [:]
+    /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
+    public fileprivate(set) var emailIndex: [String: String] = [:]
+    /// Out-of-band codes (email verification, password reset), OobCodes.swift.
+    public fileprivate(set) var oobCodes = OobTable()
+    /// The out-of-band codes' inbox long-polls (`oobCodes:wait`).
+    public var oob = OobState()
+    public fileprivate(set) var sessions = SessionTable()
+    public var nextSequence: UInt64 = 0
+    /// temporaryProof → phone number (link conflicts); expiring and capped (`Emulator.temporaryProofLifetimeMillis`).
+    public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
+    /// mfaPendingCredential → who passed the first factor; expiring and capped (`Emulator.mfaPendingLifetimeMillis`).
+    public var mfaPending = ExpiringTable<PendingMFA>(capacity: Emulator.maxMFAPending)
+    /// Set for tenant stores: the tenant's settings.
+    public fileprivate(set) var tenant: TenantSettings?
+    /// Opt-in send limits' windows.
+    public var windows = SendWindows()
+    /// Failure counters of the abuse limits (Protection.swift).
+    public var protection = ProtectionState()
+    /// Minted app credentials, iOS receipts and recorded pushes.
+    public var credentials = CredentialState()
+    /// Inbox long-polls waiting for a number's next code (`verificationCodes:wait`), by number.
+    var waiters: [String: [CodeWaiter]] = [:]
+    /// How many waiters are registered in `waiters` (capped by `Emulator.maxWaitersPerStore`).
+    var waiterCount = 0
+    /// A tenant created on first use by a client request (not by the tenants API, and never configured). Such a
+    /// tenant is reclaimed when its project reaches the tenant cap while it holds nothing (`isReclaimable`). Derived
+    /// from durable state: configuring a tenant stores its config and settings (`StoreTransaction.setConfig` clears
+    /// the flag, a rollback restores it), and a journal restore marks tenants without either implicit.
+    public fileprivate(set) var implicitTenant = false
+
+    public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
+        self.config = config
+        self.tenant = tenant
+    }
+
+    /// A store for `StoreBox`: `implicitTenant` as it says.
+    init(config: ProjectConfig, tenant: TenantSettings?, implicitTenant: Bool) {
+        self.init(config: config, tenant: tenant)
+        self.implicitTenant = implicitTenant
+    }
+
+    public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
+
+    /// Saves `user`, keeping the phone index unique and current.
+    /// Returns the record it replaced (moved out of the table, not copied: a sign-in saves its user every time).
+    @discardableResult
+    fileprivate mutating func save(_ user: UserRecord) -> UserRecord? {
+        let replaced = users.updateValue(user, forKey: user.localId)
+        if let old = replaced?.phoneNumber, old != user.phoneNumber, phoneIndex[old] == user.localId {
+            phoneIndex[old] = nil
+        }
+        if let p = user.phoneNumber { phoneIndex[p] = user.localId }
+        if let old = replaced?.email?.lowercased(), old != user.email?.lowercased(), emailIndex[old] == user.localId {
+            emailIndex[old] = nil
+        }
+        if let e = user.email { emailIndex[e.lowercased()] = user.localId }
+        return replaced
+    }
+
+    /// The user with this email (any case).
+    public func user(email: String) -> UserRecord? { emailIndex[email.lowercased()].flatMap { users[$0] } }
+
+    /// Rebuilds the email index from `users` (after `users` was replaced whole: a rolled-back wipe).
+    fileprivate mutating func rebuildEmailIndex() {
+        emailIndex = [:]
+        for u in users.values { if let e = u.email { emailIndex[e.lowercased()] = u.localId } }
+    }
+
+    fileprivate mutating func deleteUser(_ localId: String) {
+        guard let u = users.removeValue(forKey: localId) else { return }
+        if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
+        if let e = u.email?.lowercased(), emailIndex[e] == localId { emailIndex[e] = nil }
+    }
+
+    /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.
+    public func pendingSessions(phone: String? = nil) -> [VerificationSession] {
+        pendingSessions(phone: phone, after: nil, limit: .max).sessions
+    }
+
+    /// A page of pending sessions in creation order (sequence above `after`, at most `limit`), optionally for one number.
+    public func pendingSessions(phone: String?, after: UInt64?, limit: Int) -> SessionPage {
+        if let phone { return sessions.page(phone: phone, after: after, limit: limit) }
+        return sessions.page(after: after, limit: limit)
+    }
+
+    /// Sessions `isReclaimable` inspects one by one; a tenant with more pending sessions is never reclaimed.
+    static let reclaimSessionScan = 32
+
+    /// An implicit tenant with no users, no live pending codes, no waiters and no live app credentials: dropping it
+    /// loses nothing a client could observe (reads of a missing tenant answer as for an empty one). O(1) amortised.
+    fileprivate mutating func isReclaimable(now: Int64) -> Bool {
+        guard implicitTenant, users.isEmpty, waiterCount == 0, sessions.count <= Self.reclaimSessionScan else { return false }
+        credentials.minted.sweep(now: now)
+        credentials.receipts.sweep(now: now)
+        guard credentials.minted.isEmpty, credentials.receipts.isEmpty else { return false }
+        return sessions.values.allSatisfy { s in s.expiresAt.map { now >= $0 } ?? false }
+    }
+}
+
 /// What rolls one change of a transaction back: the value it replaced.
 enum Undo: Sendable {
     case user(String, UserRecord?)
@@ -302,20 +413,20 @@ public struct StoreTransaction: ~Copyable {
 
     /// Stores an out-of-band code; past `OobTable.capacity` the oldest ones are deleted (durably, with this one).
     public mutating func save(_ oob: OobCode) {
-        while s.oob.table.count >= OobTable.capacity, let oldest = s.oob.table.oldest {
+        while s.oobCodes.count >= OobTable.capacity, let oldest = s.oobCodes.oldest {
             deleteOobCode(oldest.code)
         }
         if journaled {
-            recorded.undo.append(.oobCode(oob.code, s.oob.table[oob.code]))
+            recorded.undo.append(.oobCode(oob.code, s.oobCodes[oob.code]))
             recorded.changes.append(.oobCodeSaved(key, oob))
         }
-        _ = s.oob.table.remove(oob.code)
-        s.oob.table.insert(oob)
+        _ = s.oobCodes.remove(oob.code)
+        s.oobCodes.insert(oob)
     }
 
     /// Deletes an out-of-band code (used, expired or evicted).
     public mutating func deleteOobCode(_ code: String) {
-        guard let old = s.oob.table.remove(code) else { return }
+        guard let old = s.oobCodes.remove(code) else { return }
         if journaled {
             recorded.undo.append(.oobCode(code, old))
             recorded.changes.append(.oobCodeDeleted(key, code))
@@ -325,12 +436,12 @@ public struct StoreTransaction: ~Copyable {
     /// Deletes every out-of-band code (all, or one email's); returns how many.
     public mutating func clearOobCodes(email: String?) -> Int {
         if let email {
-            let gone = s.oob.table.list(email: email)
+            let gone = s.oobCodes.list(email: email)
             for c in gone { deleteOobCode(c.code) }
             return gone.count
         }
-        let before = s.oob.table
-        s.oob.table = OobTable()
+        let before = s.oobCodes
+        s.oobCodes = OobTable()
         if journaled {
             recorded.undo.append(.oobCodes(before))
             recorded.changes.append(.oobCodesCleared(key))
@@ -619,9 +730,9 @@ final class JournalCommitter: Sendable {
             g.store.rebuildEmailIndex()
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
-        case .oobCode(let code, let old?): _ = g.store.oob.table.remove(code); g.store.oob.table.insert(old)
-        case .oobCode(let code, nil): _ = g.store.oob.table.remove(code)
-        case .oobCodes(let table): g.store.oob.table = table
+        case .oobCode(let code, let old?): _ = g.store.oobCodes.remove(code); g.store.oobCodes.insert(old)
+        case .oobCode(let code, nil): _ = g.store.oobCodes.remove(code)
+        case .oobCodes(let table): g.store.oobCodes = table
         case .config(let c, let t, let implicit):
             g.store.config = c
             g.store.tenant = t
@@ -635,5 +746,32 @@ final class JournalCommitter: Sendable {
             g.removed = true
             registry.withLock { r in if r.boxes[box.key] === box { r.remove(box.key) } }
         }
+    }
+}
+
+// MARK: restoring (writes durable fields, so it lives with the type that declares them)
+
+extension Emulator {
+    /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
+    public func restore(_ stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
+        for snap in stores {
+            let box = store(snap.key)
+            box.state.withLock { g in
+                let before = box.budgets.counts(g)
+                defer { box.budgets.add(from: before, to: g) }
+                // A tenant without a stored config or settings was created on first use (configuring one stores both).
+                g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
+                if let c = snap.config { g.store.config = c }
+                if let t = snap.tenant { g.store.tenant = t }
+                for u in snap.users { g.store.save(u) }
+                // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
+                for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
+                    g.store.sessions[sess.id] = sess
+                    g.store.nextSequence = max(g.store.nextSequence, sess.sequence + 1)
+                }
+                for code in snap.oobCodes.sorted(by: { $0.sequence < $1.sequence }) { g.store.oobCodes.insert(code) }
+            }
+        }
+        restoreRefreshTokens(refreshTokens)
     }
 }
