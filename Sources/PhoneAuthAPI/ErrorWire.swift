@@ -91,10 +91,10 @@ struct ErrorWire: Sendable, Equatable {
         ]
     }
 
-    /// An HTTP-level failure (the HTTP server's parse errors, timeouts and limits) in the same envelope: the hook
+    /// An HTTP-level failure (the HTTP server's parse errors, timeouts, limits and connection caps) in the same envelope: the hook
     /// the API gives the server (`ConnectionPolicy.renderError`), which itself knows nothing of Google.
     static let renderParseError: @Sendable (HTTPParseError) -> HTTPResponse = { e in
-        let wire = ErrorWire(http: e.status, reason: "badRequest", message: e.message)
+        let wire = ErrorWire(http: e.status, reason: e.status == 503 ? "backendError" : "badRequest", message: e.message)
         return HTTPResponse(status: e.status, headers: [("Content-Type", "application/json; charset=utf-8")],
                             body: wire.json.serialized(), closeConnection: true)
     }

@@ -57,4 +57,13 @@ final class ErrorWireTests: XCTestCase {
         XCTAssertEqual(json["error"]?["code"], 431)
         XCTAssertEqual(json["error"]?["message"], "Request header fields too large.")
     }
+
+    /// The connection cap's 503, rendered by the API for the server: the bytes the server wrote itself before.
+    func testTheConnectionCapRefusalIsTheEnvelopeItWas() {
+        var bytes: [UInt8] = []
+        PhoneAuthApp.renderHTTPError(.tooManyConnections).serialize(into: &bytes, keepAlive: false, versionMinor: 1, headOnly: false)
+        let body = #"{"error":{"code":503,"message":"Too many connections from this address.","errors":[{"message":"Too many connections from this address.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#
+        XCTAssertEqual(String(decoding: bytes, as: UTF8.self),
+                       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
+    }
 }
