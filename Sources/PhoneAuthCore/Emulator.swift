@@ -104,7 +104,7 @@ public final class StoreBox: Sendable {
                 return nil
             }
             let before = budgets.counts(g)
-            let (result, recorded) = StoreTransaction.run(on: &g, box: self, refreshTokens: refreshTokens, journaled: committer != nil, body)
+            let (result, recorded) = StoreTransaction.run(on: &g.store, box: self, refreshTokens: refreshTokens, journaled: committer != nil, body)
             var tx = recorded
             if tx.removeStore {
                 g.removed = true
