@@ -38,6 +38,8 @@ struct ErrorWire: Sendable, Equatable {
 
     init(_ e: AuthError) {
         switch e.code {
+        // The server's fault (a blocking function that could not be used): the official emulator's InternalError.
+        case _ where e.serverFault: self.init(http: 500, reason: "backendError", message: e.description)
         // Request-level failures: free-text messages.
         case .malformedJSON: self.init(http: 400, reason: "parseError", message: "Invalid JSON payload received. \(e.detail ?? "")")
         case .invalidRequest: self.init(http: 400, reason: "invalid", message: e.detail ?? "Invalid argument.")
@@ -49,9 +51,6 @@ struct ErrorWire: Sendable, Equatable {
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")
-        // A function that timed out, could not be reached or answered non-JSON: the official emulator's InternalError.
-        case .blockingFunctionErrorResponse where BlockingFunctions.isInternal(e.detail):
-            self.init(http: 500, reason: "backendError", message: e.description)
         // Google codes: `CODE : detail`, 400 unless the code says otherwise.
         default: self.init(http: Self.httpStatus(e.code), reason: Self.reason(e.code), message: e.description)
         }

@@ -66,4 +66,16 @@ final class ErrorWireTests: XCTestCase {
         XCTAssertEqual(String(decoding: bytes, as: UTF8.self),
                        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
     }
+
+    /// A blocking function that could not be used is a 500 by a typed flag, never by its message's text.
+    func testServerFaultsAreTypedNotReadFromTheirText() {
+        let down = BlockingFunctions.deadlineExceeded(uri: "http://f")
+        XCTAssertEqual(down.wire, ErrorWire(http: 500, reason: "backendError",
+                                            message: "BLOCKING_FUNCTION_ERROR_RESPONSE : ((Deadline exceeded making request to http://f.))"))
+        XCTAssertEqual(BlockingFunctions.requestFailed(uri: "http://f").wire.http, 500)
+        // The same words in a function's own answer (an HttpsError it chose) stay the client's 400.
+        let said = AuthError(.blockingFunctionErrorResponse, "((Deadline exceeded making request to http://f.))")
+        XCTAssertEqual(said.wire, ErrorWire(http: 400, reason: "invalid", message: said.description))
+        XCTAssertEqual(BlockingFunctions.httpError(uri: "http://f", status: 400, body: Array("((Failed to make request".utf8)).wire.http, 400)
+    }
 }
