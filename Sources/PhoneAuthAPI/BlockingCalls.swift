@@ -100,13 +100,7 @@ public final class BlockingCalls: Sendable {
         let queued = QueuedFlow(since: now())
         pool.submit { [self] in
             let reply: Reply = DurabilityScope.$current.withValue(scope) { QueuedFlow.$current.withValue(queued) {
-                do { return try work() } catch let e as AuthError {
-                    if e.code == .internalFailure { logger.error("internal error", [("error", e.description), ("at", e.origin)]) }
-                    return Self.reply(e)
-                } catch {
-                    logger.error("internal error", [("error", String(describing: error))])
-                    return Self.reply(AuthError.internalError())
-                }
+                do { return try work() } catch { return Reply(error: AuthError.answering(error, logger: logger)) }
             } }
             state.withLock { $0.inFlight -= 1 }
             complete(reply)
@@ -118,11 +112,6 @@ public final class BlockingCalls: Sendable {
     func callBudget(startingAt started: Int64) -> Int64 {
         let since = min(started, QueuedFlow.current?.takeStart() ?? started)
         return Int64(timeoutMillis) - (started - since)
-    }
-
-    static func reply(_ e: AuthError) -> Reply {
-        let w = e.wire
-        return Reply(w.json, status: w.http)
     }
 
     // MARK: the call

@@ -108,6 +108,26 @@ extension PhoneAuthApp {
 extension AuthError {
     /// The wire form of this error.
     var wire: ErrorWire { ErrorWire(self) }
+
+    /// What anything a handler throws answers — the one mapping, for the loop, the pools and deferred replies alike:
+    /// an `AuthError` as it is (an internal failure is also logged, with where it was raised), anything else logged
+    /// and answered as an internal error. `context`: log fields naming the request (printable).
+    static func answering(_ error: any Error, logger: Logger, context: [(String, String)] = []) -> AuthError {
+        if let e = error as? AuthError {
+            if e.code == .internalFailure { logger.error("internal error", context + [("error", e.description), ("at", e.origin)]) }
+            return e
+        }
+        logger.error("internal error", context + [("error", String(describing: error))])
+        return .internalError()
+    }
+}
+
+extension Reply {
+    /// An error's reply: its envelope and HTTP status (ErrorWire).
+    init(error e: AuthError) {
+        let w = e.wire
+        self.init(w.json, status: w.http)
+    }
 }
 
 extension AuthError.Code {

@@ -150,15 +150,9 @@ public final class PhoneAuthApp: HTTPResponder {
             return nil
         } catch let r as ForeignOriginRefusal {
             return refuse(r.error, host: false, request, BoundaryHeaders(request.headers))
-        } catch let e as AuthError {
-            if e.code == .internalFailure {
-                logger.error("internal error", [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
-                                                ("error", e.description), ("at", e.origin)])
-            }
-            return render(error: e, for: request)
         } catch {
-            logger.error("internal error", [("method", request.method), ("path", String(request.path)), ("error", String(describing: error))])
-            return render(error: .internalError(), for: request)
+            let context = [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path))]
+            return render(error: AuthError.answering(error, logger: logger, context: context), for: request)
         }
     }
 

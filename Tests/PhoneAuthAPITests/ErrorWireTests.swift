@@ -78,4 +78,20 @@ final class ErrorWireTests: XCTestCase {
         XCTAssertEqual(said.wire, ErrorWire(http: 400, reason: "invalid", message: said.description))
         XCTAssertEqual(BlockingFunctions.httpError(uri: "http://f", status: 400, body: Array("((Failed to make request".utf8)).wire.http, 400)
     }
+
+    /// The one mapping of thrown errors (the loop, the pools, blocking-function flows): an AuthError stays itself (an
+    /// internal failure is logged with where it was raised), anything else is logged and becomes an internal error.
+    func testAnyThrownErrorMapsOnce() {
+        struct Odd: Error {}
+        let logs = MemoryLogSink()
+        let logger = Logger(label: "t", sink: logs)
+        XCTAssertEqual(AuthError.answering(AuthError(.userNotFound), logger: logger).code, .userNotFound)
+        XCTAssertTrue(logs.all.isEmpty, "a client's error is not an internal one")
+        XCTAssertEqual(AuthError.answering(Odd(), logger: logger, context: [("path", "/x")]).code, .internalFailure)
+        XCTAssertEqual(AuthError.answering(AuthError.internalError("disk"), logger: logger).code, .internalFailure)
+        XCTAssertEqual(logs.all.count, 2)
+        XCTAssertTrue(logs.all[0].contains("Odd") && logs.all[0].contains("/x"), logs.all[0])
+        XCTAssertTrue(logs.all[1].contains("ErrorWireTests.swift"), "where it was raised: \(logs.all[1])")
+        XCTAssertEqual(Reply(error: AuthError(.tenantNotFound)).status, 404)
+    }
 }
