@@ -109,6 +109,9 @@ struct RouteRow: Sendable {
     let readOnly: Bool
     /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
     let doc: String
+    /// A v2 tenant resource (`/v2/projects/{p}/tenants…`): its handler answers `TENANT_NOT_FOUND` for a missing path
+    /// tenant, so the path tenant is never created on first use.
+    var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}/tenants") }
     let handler: Handler
 
     init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,
