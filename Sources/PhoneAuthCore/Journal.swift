@@ -12,7 +12,6 @@ public enum StateChange: Sendable {
     case configSaved(StoreKey, ProjectConfig, TenantSettings?)
     case storeDeleted(StoreKey)
     case refreshTokenSaved(String, RefreshTokenRecord)
-    case refreshTokensDeleted(StoreKey, localId: String?)
     case oobCodeSaved(StoreKey, OobCode)
     case oobCodeDeleted(StoreKey, String)
     case oobCodesCleared(StoreKey)

@@ -177,12 +177,6 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         case .refreshTokenSaved(let token, let r):
             try c.run("INSERT OR REPLACE INTO refresh_tokens (token, project, tenant, local_id, doc) VALUES (?, ?, ?, ?, ?)",
                       [.text(token), .text(r.projectId), Self.t(r.tenantId), .text(r.localId), .text(Codecs.encode(r))])
-        case .refreshTokensDeleted(let k, let localId):
-            if let localId {
-                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(localId)])
-            } else {
-                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
-            }
         }
     }
 
