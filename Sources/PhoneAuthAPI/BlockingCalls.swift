@@ -245,10 +245,6 @@ public final class BlockingCalls: Sendable {
     }
 }
 
-extension HTTPClient {
-    static func monotonicMillis() -> Int64 { Int64(monotonicSeconds() * 1000) }
-}
-
 /// When a deferred flow was queued (`BlockingCalls.defer`): its first function call's deadline starts there.
 final class QueuedFlow: Sendable {
     @TaskLocal static var current: QueuedFlow?

@@ -360,10 +360,6 @@ extension Emulator {
         return existingStore(key)?.read { $0.tenant }
     }
 
-    public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
-        try transaction(key) { tx throws(AuthError) in tx.setConfig(tx.store.config, tenant: settings) }
-    }
-
     /// Read-modify-write of a tenant's config and settings in one transaction. `creating`: the tenant was just
     /// admitted for this call (`POST …/tenants`): a failed commit unregisters it, and so does an error from `body`.
     public func updateTenant<T>(_ key: StoreKey, creating: Bool,

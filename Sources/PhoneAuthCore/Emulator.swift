@@ -824,12 +824,6 @@ public final class Emulator: Sendable {
         }
     }
 
-    public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try transaction(key) { tx throws(AuthError) in
-            tx.emitConfigChange(from: tx.store.config, to: config)
-            tx.setConfig(config)
-        }
-    }
 
     /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none
     /// (and is not created: reads never allocate).
