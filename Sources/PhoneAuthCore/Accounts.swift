@@ -128,12 +128,12 @@ public enum CustomClaims {
         "acr", "amr", "at_hash", "aud", "auth_time", "azp", "cnf", "c_hash", "exp", "firebase", "iat", "iss", "jti", "nbf", "nonce", "sub",
     ]
 
-    /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
-    /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
     /// The claims size limit, counted as JavaScript and firebase-tools count it (UTF-16 code units; never grapheme
     /// clusters, which would let one "character" of combining marks carry megabytes).
     public static let maxLength = 1000
 
+    /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
+    /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
     public static func validate(_ text: String) throws(AuthError) -> String {
         guard text.utf16.count <= maxLength else { throw AuthError(.claimsTooLarge) }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
@@ -156,7 +156,6 @@ public enum UserFieldLimits {
     public static let photoUrl = 2048
     /// An imported `passwordHash` (base64 of a hash; scrypt's is 88 characters): at most 1024 (`INVALID_PASSWORD_HASH`).
     public static let passwordHash = 1024
-
 }
 
 /// Per-tenant settings (the v2 Tenant resource's fields we act on, plus whatever else was stored).
