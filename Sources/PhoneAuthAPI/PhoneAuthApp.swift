@@ -231,9 +231,8 @@ public final class PhoneAuthApp: HTTPResponder {
         let pathTenant = try Identifiers.tenantID(route.params.tenant)
         try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), route)
         var call = Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                        pathTenant: pathTenant, legacy: route.legacy, emulator: emulator, complete: complete)
+                        pathTenant: pathTenant, params: route.params, legacy: route.legacy, emulator: emulator, complete: complete)
         call.foreignOrigin = foreignOrigin
-        call.params = route.params
         return call
     }
 
