@@ -197,7 +197,9 @@ struct GuardedStore: Sendable {
 /// dozen retains and releases per request, and moving the 800-byte store into the transaction and back cost 3.4k
 /// instructions per sign-in flow in memcpy, callgrind).
 public struct StoreTransaction: ~Copyable {
-    public let key: StoreKey
+    /// The store's key (read from `box`: a `StoreKey` stored in this non-copyable struct crashed Swift 6.3.1's
+    /// compiler under `-sanitize=thread`, "Invalid bitcast" in its mutating accessors; scripts/sanitizers).
+    public var key: StoreKey { box.key }
     /// The store this transaction runs on (hooks that run after the commit find it here).
     let box: StoreBox
     /// The store, borrowed for the body (valid inside `run`'s `withUnsafeMutablePointer` only, where `self` lives).
@@ -222,7 +224,6 @@ public struct StoreTransaction: ~Copyable {
     }
 
     private init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
-        self.key = box.key
         self.box = box
         self.p = store
         self.refreshTokens = refreshTokens
@@ -246,12 +247,6 @@ public struct StoreTransaction: ~Copyable {
     /// The store as it is now, read-only (in place).
     public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
 
-    /// The store, for the methods below.
-    private var s: AuthStore {
-        unsafeAddress { UnsafePointer(p) }
-        nonmutating unsafeMutableAddress { p }
-    }
-
     /// `PROJECT_DISABLED` when the tenant has auth turned off.
     func checkTenantEnabled() throws(AuthError) {
         if store.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
@@ -273,28 +268,28 @@ public struct StoreTransaction: ~Copyable {
     // MARK: non-durable state
 
     public var windows: SendWindows {
-        _read { yield s.windows }
-        _modify { yield &s.windows }
+        get { p.pointee.windows }
+        nonmutating _modify { yield &p.pointee.windows }
     }
     public var credentials: CredentialState {
-        _read { yield s.credentials }
-        _modify { yield &s.credentials }
+        get { p.pointee.credentials }
+        nonmutating _modify { yield &p.pointee.credentials }
     }
     public var protection: ProtectionState {
-        _read { yield s.protection }
-        _modify { yield &s.protection }
+        get { p.pointee.protection }
+        nonmutating _modify { yield &p.pointee.protection }
     }
     public var temporaryProofs: ExpiringTable<String> {
-        _read { yield s.temporaryProofs }
-        _modify { yield &s.temporaryProofs }
+        get { p.pointee.temporaryProofs }
+        nonmutating _modify { yield &p.pointee.temporaryProofs }
     }
     public var mfaPending: ExpiringTable<PendingMFA> {
-        _read { yield s.mfaPending }
-        _modify { yield &s.mfaPending }
+        get { p.pointee.mfaPending }
+        nonmutating _modify { yield &p.pointee.mfaPending }
     }
     public var nextSequence: UInt64 {
-        _read { yield s.nextSequence }
-        _modify { yield &s.nextSequence }
+        get { p.pointee.nextSequence }
+        nonmutating _modify { yield &p.pointee.nextSequence }
     }
 
     // MARK: users
@@ -303,7 +298,7 @@ public struct StoreTransaction: ~Copyable {
     /// Returns the record it replaced (nil for a new user).
     @discardableResult
     public mutating func save(_ user: UserRecord) -> UserRecord? {
-        let replaced = s.save(user)
+        let replaced = p.pointee.save(user)
         if journaled {
             recorded.undo.append(.user(user.localId, replaced))
             recorded.changes.append(.userSaved(key, user))
@@ -314,8 +309,8 @@ public struct StoreTransaction: ~Copyable {
     /// Deletes a user and its refresh tokens; false if there was none.
     @discardableResult
     public mutating func deleteUser(_ localId: String) -> Bool {
-        guard let old = s.users[localId] else { return false }
-        s.deleteUser(localId)
+        guard let old = p.pointee.users[localId] else { return false }
+        p.pointee.deleteUser(localId)
         let gone = refreshTokens.withLock { $0.removeUser(key, localId) }
         if journaled {
             recorded.undo.append(.user(localId, old))
@@ -327,11 +322,11 @@ public struct StoreTransaction: ~Copyable {
 
     /// Deletes every user of the store and their refresh tokens (temporary proofs go too).
     public mutating func wipeUsers() {
-        let users = s.users, phones = s.phoneIndex
-        s.users = [:]
-        s.phoneIndex = [:]
-        s.emailIndex = [:]
-        s.temporaryProofs.removeAll()
+        let users = p.pointee.users, phones = p.pointee.phoneIndex
+        p.pointee.users = [:]
+        p.pointee.phoneIndex = [:]
+        p.pointee.emailIndex = [:]
+        p.pointee.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
             recorded.undo.append(.users(users, phones))
@@ -344,20 +339,20 @@ public struct StoreTransaction: ~Copyable {
 
     public mutating func save(_ session: VerificationSession) {
         if journaled {
-            recorded.undo.append(.session(session.id, s.sessions[session.id]))
+            recorded.undo.append(.session(session.id, p.pointee.sessions[session.id]))
             recorded.changes.append(.sessionSaved(key, session))
         }
-        s.sessions[session.id] = session
+        p.pointee.sessions[session.id] = session
     }
 
     /// Deletes a session (keyed on disk by its canonical text, never a client's spelling).
     public mutating func deleteSession(_ id: SessionID) {
         guard journaled else {
-            s.sessions.remove(id)
+            p.pointee.sessions.remove(id)
             return
         }
-        guard let old = s.sessions[id] else { return }
-        s.sessions.remove(id)
+        guard let old = p.pointee.sessions[id] else { return }
+        p.pointee.sessions.remove(id)
         recorded.undo.append(.session(id, old))
         recorded.changes.append(.sessionDeleted(key, id.text))
     }
@@ -365,7 +360,7 @@ public struct StoreTransaction: ~Copyable {
     /// Removes one number's pending sessions (all with nil); returns how many.
     public mutating func clearSessions(phone: String?) -> Int {
         if let phone {
-            let gone = s.sessions.removeAll(phone: phone)
+            let gone = p.pointee.sessions.removeAll(phone: phone)
             if journaled {
                 for session in gone {
                     recorded.undo.append(.session(session.id, session))
@@ -374,8 +369,8 @@ public struct StoreTransaction: ~Copyable {
             }
             return gone.count
         }
-        let before = s.sessions
-        s.sessions.removeAll()
+        let before = p.pointee.sessions
+        p.pointee.sessions.removeAll()
         if journaled {
             recorded.undo.append(.sessions(before))
             recorded.changes.append(.sessionsCleared(key))
@@ -385,14 +380,14 @@ public struct StoreTransaction: ~Copyable {
 
     /// Every 256th send sweeps one shard of expired sessions (a full pass every 16,384 sends).
     mutating func sweepExpiredSessions(now: Int64) {
-        guard s.nextSequence & 255 == 0 else { return }
-        dropExpired(s.sessions.sweepNextShardSessions(now: now))
+        guard p.pointee.nextSequence & 255 == 0 else { return }
+        dropExpired(p.pointee.sessions.sweepNextShardSessions(now: now))
     }
 
     /// The session cap's sweep: expired sessions from the oldest on, at most `maxVisits` looked at
     /// (`SessionTable.sweepExpiredOldest`).
     mutating func sweepOldestExpiredSessions(now: Int64, maxVisits: Int) {
-        dropExpired(s.sessions.sweepExpiredOldest(now: now, maxVisits: maxVisits))
+        dropExpired(p.pointee.sessions.sweepExpiredOldest(now: now, maxVisits: maxVisits))
     }
 
     private mutating func dropExpired(_ sessions: [VerificationSession]) {
@@ -409,20 +404,20 @@ public struct StoreTransaction: ~Copyable {
 
     /// Stores an out-of-band code; past `OobTable.capacity` the oldest ones are deleted (durably, with this one).
     public mutating func save(_ oob: OobCode) {
-        while s.oobCodes.count >= OobTable.capacity, let oldest = s.oobCodes.oldest {
+        while p.pointee.oobCodes.count >= OobTable.capacity, let oldest = p.pointee.oobCodes.oldest {
             deleteOobCode(oldest.code)
         }
         if journaled {
-            recorded.undo.append(.oobCode(oob.code, s.oobCodes[oob.code]))
+            recorded.undo.append(.oobCode(oob.code, p.pointee.oobCodes[oob.code]))
             recorded.changes.append(.oobCodeSaved(key, oob))
         }
-        _ = s.oobCodes.remove(oob.code)
-        s.oobCodes.insert(oob)
+        _ = p.pointee.oobCodes.remove(oob.code)
+        p.pointee.oobCodes.insert(oob)
     }
 
     /// Deletes an out-of-band code (used, expired or evicted).
     public mutating func deleteOobCode(_ code: String) {
-        guard let old = s.oobCodes.remove(code) else { return }
+        guard let old = p.pointee.oobCodes.remove(code) else { return }
         if journaled {
             recorded.undo.append(.oobCode(code, old))
             recorded.changes.append(.oobCodeDeleted(key, code))
@@ -432,12 +427,12 @@ public struct StoreTransaction: ~Copyable {
     /// Deletes every out-of-band code (all, or one email's); returns how many.
     public mutating func clearOobCodes(email: String?) -> Int {
         if let email {
-            let gone = s.oobCodes.list(email: email)
+            let gone = p.pointee.oobCodes.list(email: email)
             for c in gone { deleteOobCode(c.code) }
             return gone.count
         }
-        let before = s.oobCodes
-        s.oobCodes = OobTable()
+        let before = p.pointee.oobCodes
+        p.pointee.oobCodes = OobTable()
         if journaled {
             recorded.undo.append(.oobCodes(before))
             recorded.changes.append(.oobCodesCleared(key))
@@ -451,15 +446,15 @@ public struct StoreTransaction: ~Copyable {
     /// one made with the tenants API (never reclaimed), here and after a restart (its config is on disk).
     public mutating func setConfig(_ config: ProjectConfig, tenant: TenantSettings?) {
         if journaled {
-            recorded.undo.append(.config(s.config, s.tenant, implicit: s.implicitTenant))
+            recorded.undo.append(.config(p.pointee.config, p.pointee.tenant, implicit: p.pointee.implicitTenant))
             recorded.changes.append(.configSaved(key, config, tenant))
         }
-        s.config = config
-        s.tenant = tenant
-        s.implicitTenant = false
+        p.pointee.config = config
+        p.pointee.tenant = tenant
+        p.pointee.implicitTenant = false
     }
 
-    public mutating func setConfig(_ config: ProjectConfig) { setConfig(config, tenant: s.tenant) }
+    public mutating func setConfig(_ config: ProjectConfig) { setConfig(config, tenant: p.pointee.tenant) }
 
     // MARK: refresh tokens
 
@@ -491,7 +486,7 @@ public struct StoreTransaction: ~Copyable {
     /// Deletes the store, as `deleteStore` (from the journal too: expired sessions may be on disk), if it is an empty
     /// tenant created on first use (`AuthStore.isReclaimable`). True if it did.
     mutating func reclaimIfEmpty(now: Int64) -> Bool {
-        guard s.isReclaimable(now: now) else { return false }
+        guard p.pointee.isReclaimable(now: now) else { return false }
         deleteStore()
         return true
     }
