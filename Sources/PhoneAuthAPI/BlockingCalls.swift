@@ -97,8 +97,11 @@ public final class BlockingCalls: Sendable {
         guard let pool else {
             throw AuthError(.unavailable, "Too many blocking function calls are queued or running (\(maxInFlight)); try again shortly.")
         }
-        let queued = QueuedFlow(since: now())
+        let submitted = now()
         pool.submit { [self] in
+            // What the flow waited for a thread (not what it does before its first call: signing the JWT, waiting for
+            // the first key) counts against its first call's deadline.
+            let queued = QueuedFlow(waited: max(0, now() - submitted))
             let reply: Reply = DurabilityScope.$current.withValue(scope) { QueuedFlow.$current.withValue(queued) {
                 do { return try work() } catch let e as AuthError {
                     if e.code == .internalFailure { logger.error("internal error", [("error", e.description), ("at", e.origin)]) }
@@ -113,11 +116,10 @@ public final class BlockingCalls: Sendable {
         }
     }
 
-    /// Milliseconds a function call starting at `started` may take: the deadline, less — for a flow's first call — the
-    /// time the flow waited in the queue. Zero or less: the deadline passed before the call could start.
-    func callBudget(startingAt started: Int64) -> Int64 {
-        let since = min(started, QueuedFlow.current?.takeStart() ?? started)
-        return Int64(timeoutMillis) - (started - since)
+    /// Milliseconds a function call may take: the deadline, less — for a flow's first call — the time the flow waited
+    /// in the queue for a thread. Zero or less: the deadline passed before the call could start.
+    func callBudget() -> Int64 {
+        Int64(timeoutMillis) - (QueuedFlow.current?.takeWait() ?? 0)
     }
 
     static func reply(_ e: AuthError) -> Reply {
@@ -138,7 +140,7 @@ public final class BlockingCalls: Sendable {
         do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
         let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)
         let started = now()
-        let leftMillis = callBudget(startingAt: started)
+        let leftMillis = callBudget()
         /// Logs the call and emits `blockingFunction.called` (`result`: ok, error, timeout or blocked).
         func log(_ outcome: String, _ result: CallOutcome) {
             let ms = max(0, now() - started)
@@ -260,13 +262,14 @@ extension HTTPClient {
     static func monotonicMillis() -> Int64 { Int64(monotonicSeconds() * 1000) }
 }
 
-/// When a deferred flow was queued (`BlockingCalls.defer`): its first function call's deadline starts there.
+/// How long a deferred flow waited in the queue for a pool thread (`BlockingCalls.submit`): its first function call's
+/// deadline counts that wait.
 final class QueuedFlow: Sendable {
     @TaskLocal static var current: QueuedFlow?
-    private let start: Locked<Int64?>
-    init(since: Int64) { start = Locked(since) }
-    /// The queue time, once (later calls of the same flow start their own deadline).
-    func takeStart() -> Int64? { start.withLock { s in defer { s = nil }; return s } }
+    private let wait: Locked<Int64?>
+    init(waited: Int64) { wait = Locked(waited) }
+    /// The wait, once (later calls of the same flow have their own whole deadline).
+    func takeWait() -> Int64? { wait.withLock { w in defer { w = nil }; return w } }
 }
 
 extension PhoneAuthApp {
