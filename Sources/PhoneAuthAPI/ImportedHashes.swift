@@ -31,7 +31,7 @@ import PhoneAuthCore
 // - ARGON2: production accepts it (`argon2Parameters`); OpenSSL 3.0 has no Argon2, so its users are refused here.
 //
 // Parameters outside production's ranges fail the whole request with production's code (below). What production
-// would accept but would let one sign-in cost more than about half a second of CPU or 32 MiB (bcrypt above cost 12,
+// would accept but would let one sign-in cost more than about half a second of CPU or 40 MiB (bcrypt above cost 12,
 // a large STANDARD_SCRYPT, a long PBKDF2 hash at many rounds) is refused per user, with a message naming the limit:
 // users without a password still import. SECURITY.md lists the limits.
 
@@ -82,10 +82,14 @@ struct ImportedHash: Sendable, Equatable {
 
     /// This emulator's: what one verification may cost (SECURITY.md).
     static let maxBcryptCost = 12
-    static let maxScryptMemory = 32 << 20
+    /// scrypt's memory as OpenSSL counts it, 128·r·(N + p + 2) bytes: room for N·r = 2^18 (N = 2^15 with r = 8).
+    static let maxScryptMemory = 40 << 20
     static let maxScryptWork = 1 << 19
     static let maxDerivedKeyLength = 1024
     static let maxPBKDFBlocks = 480_000
+    /// Production's longest password, 4,096 characters, in UTF-8 at the most: a longer one never matches (MD5 hashes
+    /// the password again in each of its up to 8,192 rounds, so its cost grows with the password).
+    static let maxPasswordBytes = 4 * 4096
 
     // MARK: parsing
 
@@ -199,7 +203,7 @@ struct ImportedHash: Sendable, Equatable {
             }
         case .standardScrypt:
             guard scryptMemory.map({ $0 <= Self.maxScryptMemory }) == true, scryptWork.map({ $0 <= Self.maxScryptWork }) == true else {
-                return "STANDARD_SCRYPT with cpuMemCost \(cpuMemCost), blockSize \(blockSize) and parallelization \(parallelization) is above this emulator's limits, 128·r·(N + p) ≤ 32 MiB of memory and N·r·p ≤ \(Self.maxScryptWork): one sign-in would cost more (SECURITY.md)"
+                return "STANDARD_SCRYPT with cpuMemCost \(cpuMemCost), blockSize \(blockSize) and parallelization \(parallelization) is above this emulator's limits, 128·r·(N + p + 2) ≤ 40 MiB of memory and N·r·p ≤ \(Self.maxScryptWork): one sign-in would cost more (SECURITY.md)"
             }
             guard dkLen <= Self.maxDerivedKeyLength else {
                 return "STANDARD_SCRYPT dkLen \(dkLen) is above this emulator's limit of \(Self.maxDerivedKeyLength) bytes"
@@ -216,9 +220,9 @@ struct ImportedHash: Sendable, Equatable {
         return nil
     }
 
-    /// STANDARD_SCRYPT's memory, 128·r·(N + p) bytes (OpenSSL's V and B arrays), and work, N·r·p; nil on overflow.
+    /// STANDARD_SCRYPT's memory, 128·r·(N + p + 2) bytes (OpenSSL's V and B arrays), and work, N·r·p; nil on overflow.
     private var scryptMemory: Int? {
-        let (np, o1) = cpuMemCost.addingReportingOverflow(parallelization)
+        let (np, o1) = cpuMemCost.addingReportingOverflow(parallelization &+ 2)
         let (m, o2) = np.multipliedReportingOverflow(by: blockSize)
         let (bytes, o3) = m.multipliedReportingOverflow(by: 128)
         return o1 || o2 || o3 ? nil : bytes
@@ -232,9 +236,9 @@ struct ImportedHash: Sendable, Equatable {
     // MARK: verification
 
     /// Whether `password` hashes to `hash` under these parameters (constant-time comparison). False for what the
-    /// limits refuse, whatever stored it.
+    /// limits refuse, whatever stored it, and for a password longer than production allows.
     func verify(_ password: String, hash: [UInt8], salt: [UInt8]) -> Bool {
-        guard refusal(hash: hash) == nil, !hash.isEmpty else { return false }
+        guard refusal(hash: hash) == nil, !hash.isEmpty, password.utf8.count <= Self.maxPasswordBytes else { return false }
         let pw = Array(password.utf8)
         func joined(_ first: Order) -> [UInt8] { (order ?? first) == .saltFirst ? salt + pw : pw + salt }
         let derived: [UInt8]?
@@ -258,7 +262,7 @@ struct ImportedHash: Sendable, Equatable {
         case .standardScrypt:
             guard dkLen == hash.count else { return false }
             derived = scrypt(password: pw, salt: salt, n: UInt64(cpuMemCost), r: UInt64(blockSize), p: UInt64(parallelization),
-                             length: dkLen, maxMemory: UInt64(Self.maxScryptMemory + 256 * blockSize))
+                             length: dkLen, maxMemory: UInt64(Self.maxScryptMemory))
         case .bcrypt:
             guard let parsed = BCrypt.parse(String(decoding: hash, as: UTF8.self)) else { return false }
             return BCrypt.verify(password: pw, parsed)

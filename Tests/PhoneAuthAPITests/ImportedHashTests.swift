@@ -219,11 +219,11 @@ final class ImportedHashTests: XCTestCase, AppCalling {
             (#""hashAlgorithm":"BCRYPT""#, "YWJj",
              "passwordHash is not a bcrypt hash: expected $2a$, $2b$ or $2y$, a cost from 04 to 31, 53 characters of salt and hash"),
             (#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":1048576,"blockSize":8,"parallelization":1,"dkLen":64"#, "YWJj",
-             "STANDARD_SCRYPT with cpuMemCost 1048576, blockSize 8 and parallelization 1 is above this emulator's limits, 128·r·(N + p) ≤ 32 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
+             "STANDARD_SCRYPT with cpuMemCost 1048576, blockSize 8 and parallelization 1 is above this emulator's limits, 128·r·(N + p + 2) ≤ 40 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
             (#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":16384,"blockSize":8,"parallelization":16,"dkLen":64"#, "YWJj",
-             "STANDARD_SCRYPT with cpuMemCost 16384, blockSize 8 and parallelization 16 is above this emulator's limits, 128·r·(N + p) ≤ 32 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
+             "STANDARD_SCRYPT with cpuMemCost 16384, blockSize 8 and parallelization 16 is above this emulator's limits, 128·r·(N + p + 2) ≤ 40 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
             (#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":1073741824,"blockSize":2147483647,"parallelization":2147483647,"dkLen":64"#, "YWJj",
-             "STANDARD_SCRYPT with cpuMemCost 1073741824, blockSize 2147483647 and parallelization 2147483647 is above this emulator's limits, 128·r·(N + p) ≤ 32 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
+             "STANDARD_SCRYPT with cpuMemCost 1073741824, blockSize 2147483647 and parallelization 2147483647 is above this emulator's limits, 128·r·(N + p + 2) ≤ 40 MiB of memory and N·r·p ≤ 524288: one sign-in would cost more (SECURITY.md)"),
             (#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":1024,"blockSize":8,"parallelization":1,"dkLen":2000"#, "YWJj",
              "STANDARD_SCRYPT dkLen 2000 is above this emulator's limit of 1024 bytes"),
             (#""hashAlgorithm":"PBKDF_SHA1","rounds":120000"#, Base64URL.encodeStandard([UInt8](repeating: 1, count: 100)),
@@ -242,7 +242,23 @@ final class ImportedHashTests: XCTestCase, AppCalling {
         let edge = importUsers(#""hashAlgorithm":"PBKDF_SHA1","rounds":120000"#, #"{"localId":"edge","passwordHash":"\#(Base64URL.encodeStandard([UInt8](repeating: 1, count: 80)))"}"#)
         XCTAssertNil(edge.1["error"], "\(edge.1)")
         XCTAssertNil(try algorithm(#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":16384,"blockSize":8,"parallelization":4,"dkLen":64"#).refusal(hash: [1]))
+        XCTAssertNil(try algorithm(#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":32768,"blockSize":8,"parallelization":2,"dkLen":64"#).refusal(hash: [1]))
+        XCTAssertNotNil(try algorithm(#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":65536,"blockSize":8,"parallelization":1,"dkLen":64"#).refusal(hash: [1]))
+        XCTAssertNotNil(try algorithm(#""hashAlgorithm":"STANDARD_SCRYPT","cpuMemCost":2,"blockSize":131072,"parallelization":2,"dkLen":64"#).refusal(hash: [1]))
         XCTAssertNil(try algorithm(#""hashAlgorithm":"BCRYPT""#).refusal(hash: Array("$2b$12$abcdefghijklmnopqrstue1t1OjTM1ybc1cBI8Yv5Zq1dmP56SR7u".utf8)))
+    }
+
+    /// MD5 hashes the password in every round: the longest password production allows verifies at the most rounds, a
+    /// longer one (a 1 MiB body could carry one) is not hashed at all.
+    func testPasswordLengthBoundsMD5sCost() throws {
+        let h = try algorithm(#""hashAlgorithm":"MD5","rounds":8192"#)
+        let hash = try XCTUnwrap(Base64URL.decode("MDE5ZDU4MjcwYjBlNTU3ZTc2NjU5YTlhMTRlNjc4MmU="))  // hashlib, "é" × 4096
+        let longest = String(repeating: "é", count: 4096)
+        XCTAssertTrue(h.verify(longest, hash: hash, salt: Array("NaCl".utf8)))
+        XCTAssertFalse(h.verify(longest + String(repeating: "é", count: 4097), hash: hash, salt: Array("NaCl".utf8)))
+        // hashlib's MD5 (rounds 0) of 16,385 × "x": the right password, but longer than production allows.
+        let tooLong = try XCTUnwrap(Base64URL.decode("ODFhZWMwNDE2Yjg0NDM3NWY0MzBkYzRlOTM3MGUyZGE="))
+        XCTAssertFalse(try algorithm(#""hashAlgorithm":"MD5","rounds":0"#).verify(String(repeating: "x", count: 16385), hash: tooLong, salt: []))
     }
 
     /// An algorithm that would cost too much never runs, whatever stored it (a hand-edited journal).
