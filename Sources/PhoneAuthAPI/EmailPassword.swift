@@ -60,10 +60,12 @@ enum SignInWithPassword {
         // On an event loop only a password verified before (a salted SHA-256) and a sign-in that signs nothing (an
         // enrolled user's MFA-required answer); PBKDF2 and signatures run on the signing pool.
         if !Passwords.knownMatch(password, hash: hash, salt: user.salt) { try call.beforeCostlyWork() }
-        guard Passwords.matches(password, hash: hash, salt: user.salt) else {
+        guard Passwords.matches(password, hash: hash, salt: user.salt, algorithm: user.passwordHashAlgorithm) else {
             app.emulator.countWrongPassword(key, localId: user.localId)
             throw wrong
         }
+        // An imported hash is replaced by ours in the sign-in's transaction (production rehashes on sign-in).
+        let upgrade = Passwords.upgrade(password, user: user, random: app.emulator.random)
         // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production).
         if app.blocking.anyTrigger(app, key, [.beforeSignIn]), user.mfaInfo.isEmpty || (try? app.emulator.checkMFAEnabled(key)) == nil {
             return try app.blocking.defer(app, call) {
@@ -72,17 +74,17 @@ enum SignInWithPassword {
                     try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
                     throw AuthError(.userDisabled)
                 }
-                return try signIn(app, key, email, user, hash, changes: outcome)
+                return try signIn(app, key, email, user, hash, changes: outcome, upgrade: upgrade)
             }
         }
         if !app.emulator.secondFactorLikelyRequired(key, user: user) { try call.beforeCostlyWork() }
-        return try signIn(app, key, email, user, hash, changes: nil)
+        return try signIn(app, key, email, user, hash, changes: nil, upgrade: upgrade)
     }
 
     static func signIn(_ app: PhoneAuthApp, _ key: StoreKey, _ email: String, _ user: UserRecord, _ hash: String,
-                       changes: BlockingFunctions.Outcome?) throws -> Reply {
+                       changes: BlockingFunctions.Outcome?, upgrade: PasswordUpgrade? = nil) throws -> Reply {
         let signedIn: UserRecord, refresh: String, authTime: Int64
-        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash, changes: changes) {
+        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash, changes: changes, upgrade: upgrade) {
         case .signedIn(let u, let r, let t): (signedIn, refresh, authTime) = (u, r, t)
         case .secondFactorRequired(let u, let outcome):
             // An enrolled user: no tokens yet, the MFA-required shape (the SDKs raise auth/multi-factor-auth-required).

@@ -105,12 +105,15 @@ public struct PasswordChange: Sendable, Equatable {
     public var clear = false
     /// A new password revokes older tokens (production); imports keep their `validSince`.
     public var revokesTokens = true
+    /// An imported foreign hash's algorithm (`UserRecord.passwordHashAlgorithm`); nil: `hash` is ours.
+    public var algorithm: JSON?
 
-    public init(hash: String?, salt: String?, updatedAt: Int64? = nil, revokesTokens: Bool = true) {
+    public init(hash: String?, salt: String?, updatedAt: Int64? = nil, revokesTokens: Bool = true, algorithm: JSON? = nil) {
         self.hash = hash
         self.salt = salt
         self.updatedAt = updatedAt
         self.revokesTokens = revokesTokens
+        self.algorithm = algorithm
     }
 
     public static let remove: PasswordChange = { var p = PasswordChange(hash: nil, salt: nil); p.clear = true; return p }()
@@ -247,7 +250,7 @@ extension Emulator {
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
-                case "password": user.passwordHash = nil; user.salt = nil
+                case "password": user.setPassword(hash: nil, salt: nil, algorithm: nil)
                 case "email": user.email = nil; user.emailVerified = false
                 default: break
                 }

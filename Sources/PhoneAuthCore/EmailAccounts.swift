@@ -18,9 +18,11 @@ extension Emulator {
         case secondFactorRequired(user: UserRecord, outcome: FirstFactorOutcome)
     }
 
-    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
+    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in. `upgrade`: our
+    /// own hash of a password verified against an imported one, stored in the same transaction when the sign-in
+    /// completes (not when a second factor is still required) and the imported hash is still there.
     public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String,
-                                   changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> PasswordSignIn {
+                                   changes: BlockingFunctions.Outcome? = nil, upgrade: PasswordUpgrade? = nil) throws(AuthError) -> PasswordSignIn {
         let now = clock.nowMillis()
         guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
         return try transaction(box) { tx throws(AuthError) -> PasswordSignIn in
@@ -31,6 +33,9 @@ extension Emulator {
             guard !user.disabled else { throw AuthError(.userDisabled) }
             let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
             if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
+            // The rehash is saved with the sign-in but is not a change a `user.updated` event reports. The hash is the
+            // verified one (checked above); its algorithm must be too.
+            if let upgrade, !user.upgradePassword(upgrade) { throw AuthError(.invalidLoginCredentials) }
             let old = user
             changes?.apply(to: &user)
             user.lastLoginAt = now
@@ -58,8 +63,7 @@ extension Emulator {
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
             let old = user
-            user.passwordHash = passwordHash
-            user.salt = salt
+            user.setPassword(hash: passwordHash, salt: salt, algorithm: nil)
             user.passwordUpdatedAt = now
             user.emailVerified = true
             user.validSince = now / 1000

@@ -22,8 +22,8 @@ import EmulatorSupport
 // directly); `claim` names which claim a field feeds, and the claims tests hold the two equal.
 //
 // The password is not a stored field: a request's `password`, an import's hash formats and `deleteAttribute:
-// PASSWORD` become `UserChanges.password`, which sets `passwordHash`, `salt`, `passwordUpdatedAt` (and `validSince`)
-// together after every field (`Emulator.apply`).
+// PASSWORD` become `UserChanges.password`, which sets `passwordHash`, `salt`, `passwordHashAlgorithm`,
+// `passwordUpdatedAt` (and `validSince`) together after every field (`Emulator.apply`).
 
 /// One field of the user record and every mapping it takes part in.
 public struct UserField: Sendable {
@@ -251,6 +251,10 @@ public enum UserFields {
                   wire: { u, forClient in forClient || u.passwordHash == nil ? nil : u.salt.map(JSON.string) }, blockingValue: { _ in nil }),
         UserField("passwordUpdatedAt", value: { $0.passwordUpdatedAt.map(JSON.exactInt) }, assign: { $0.passwordUpdatedAt = $1?.exactInt64 },
                   wire: { u, _ in u.passwordHash == nil ? nil : u.passwordUpdatedAt.map { .int($0) } }, blockingValue: { _ in nil }),
+        // An imported foreign hash's algorithm (ImportedPasswordHash.swift): shown with the hash to admins and in exports,
+        // so an export imports back and keeps signing in; set only with the password (`UserChanges.password`).
+        UserField(passwordHashAlgorithm, value: { $0.passwordHashAlgorithm }, assign: { $0.passwordHashAlgorithm = $1 },
+                  wire: { u, forClient in forClient || u.passwordHash == nil ? nil : u.passwordHashAlgorithm }, blockingValue: { _ in nil }),
         UserField("mfaInfo", event: "mfaInfo", access: .importing, blockingPath: "multi_factor.enrolled_factors",
                   value: { u in u.mfaInfo.isEmpty ? nil : .array(u.mfaInfo.map(\.journalJSON)) },
                   assign: { u, v in u.mfaInfo = (v?.arrayValue ?? []).compactMap(MFAEnrollment.init(journal:)) },
@@ -430,13 +434,9 @@ extension UserFieldTable {
             }
         }
         if let p = changes.password {
-            if p.clear {
-                user.passwordHash = nil
-                user.salt = nil
-            }
+            if p.clear { user.setPassword(hash: nil, salt: nil, algorithm: nil) }
             if let h = p.hash {
-                user.passwordHash = h
-                user.salt = p.salt
+                user.setPassword(hash: h, salt: p.salt, algorithm: p.algorithm)
                 user.passwordUpdatedAt = p.updatedAt ?? now
                 if p.revokesTokens { user.validSince = now / 1000 }
             }
