@@ -274,6 +274,15 @@ public final class EventHub: Sendable {
     let subscriberCount = Atomic<Int>(0)
     private let logs = Locked<[StoreKey: EventLog]>([:])
 
+    /// Where published events are pushed besides the ring (webhooks: PhoneAuthAPI/WebhookDelivery.swift); set once.
+    private let pushSink = AtomicLazyReference<EventPushSinkBox>()
+
+    /// Installs the push sink (the first one stays). Every publish then asks it for a route first.
+    public func setPushSink(_ sink: any EventPushSink) { _ = pushSink.storeIfNil(EventPushSinkBox(sink)) }
+
+    /// The push sink, if one is installed (one atomic load).
+    public var pushTarget: (any EventPushSink)? { pushSink.load()?.sink }
+
     public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers) {
         self.clock = clock
         self.capacity = max(1, capacity)
@@ -331,6 +340,24 @@ public final class EventHub: Sendable {
         let l = log(key, pinned: false)
         return l.subscribe(since: since, filter: filter, follow: follow, format: format)
     }
+}
+
+/// Receives every published event besides the ring (webhooks, PhoneAuthAPI/WebhookDelivery.swift).
+public protocol EventPushSink: AnyObject, Sendable {
+    /// Where `key`'s events go now; nil: nowhere (the usual case, and it must then be cheap). Called for each publish
+    /// before the log's lock is taken, never under a store's lock.
+    func route(_ key: StoreKey) -> (any EventPushRoute)?
+}
+
+/// One store's destinations for its events.
+public protocol EventPushRoute: Sendable {
+    /// One event, in the log's order, under the log's lock: O(1), never blocks, takes no store's or log's lock.
+    func push(_ event: EmulatorEvent, _ key: StoreKey)
+}
+
+final class EventPushSinkBox: Sendable {
+    let sink: any EventPushSink
+    init(_ sink: any EventPushSink) { self.sink = sink }
 }
 
 /// How a stream carries events (the bytes a log keeps per event and format).
@@ -479,12 +506,15 @@ public final class EventLog: Sendable {
     /// Appends events with fresh ids and the clock's time; wakes waiting subscribers (after the lock).
     func publish<C: Collection>(_ payloads: C) where C.Element == EventPayload {
         guard !payloads.isEmpty else { return }
+        // Asked before the lock (it may read a config); pushed to under it, so a route sees the log's order.
+        let route = hub.pushTarget?.route(key)
         let time = hub.clock.nowMillis()
         let cap = hub.capacity
         var wakes: [@Sendable () -> Void] = []
         state.withLock { s in
             for p in payloads {
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: time, payload: p)
+                route?.push(event, key)
                 if s.ring.count < cap {
                     s.ring.append(event)
                     for f in s.rendered.indices { s.rendered[f].append(WireRef()) }
@@ -677,6 +707,9 @@ public final class EventLog: Sendable {
     }
 
     fileprivate var hubRef: EventHub { hub }
+
+    /// The hub's push sink (Webhooks.swift hands it deleted users' records).
+    var pushTarget: (any EventPushSink)? { hub.pushTarget }
 }
 
 /// A reader of one store's events (an open stream). Cancel it when done (the stream closes it).
@@ -755,5 +788,6 @@ extension StoreTransaction {
         }
         if tenantChanged { fields.append("tenant") }
         if !fields.isEmpty { emit(.configChanged(fields: fields)) }
+        if fields.contains("events") { onCommit { PushHint.noteParsed() } }  // push routes are resolved again
     }
 }
