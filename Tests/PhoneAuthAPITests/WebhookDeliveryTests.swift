@@ -146,7 +146,7 @@ final class WebhookDeliveryTests: XCTestCase, AppCalling {
         let bodies = receiver.bodies
         XCTAssertEqual(bodies.map { $0["type"]?.stringValue }, ["user.created", "user.created", "user.created", "tokens.issued"])
         let ids = receiver.requests.withLock { $0.map { $0.header("webhook-id") } }
-        XCTAssertEqual(Set(ids[0..<3]).count, 1, "a retry keeps the webhook id")
+        XCTAssertEqual(Set(ids.prefix(3)).count, 1, "a retry keeps the webhook id")
         let s = status()["webhooks"]?.arrayValue?.first
         XCTAssertEqual(s?["attempts"], 4)
         XCTAssertEqual(s?["failed"], 0)
