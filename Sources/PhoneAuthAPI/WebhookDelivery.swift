@@ -652,27 +652,8 @@ enum AuthTriggerEvent {
 
     /// The official emulator's `UserInfoPayload` (firebase-functions' `UserRecord` wire shape): absent values left out.
     static func userInfo(_ u: UserRecord) -> JSONObject {
-        var o: JSONObject = ["uid": .string(u.localId)]
-        o.set("email", u.email.map(JSON.string))
-        if u.email != nil { o["emailVerified"] = .bool(u.emailVerified) }
-        o.set("displayName", u.displayName.map(JSON.string))
-        o.set("photoURL", u.photoUrl.map(JSON.string))
-        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
-        if u.disabled { o["disabled"] = .bool(true) }
-        var meta = JSONObject()
-        meta["creationTime"] = .string(Timestamp.rfc3339(millis: u.createdAt))
-        meta.set("lastSignInTime", u.lastLoginAt.map { .string(Timestamp.rfc3339(millis: $0)) })
-        o["metadata"] = .object(meta)
+        var o = record(u, creationKey: "creationTime", providerIdKey: "rawId", fullProviders: true)
         o["customClaims"] = .object(u.customClaims)
-        o["providerData"] = .array(providers(u).map { p in
-            var e: JSONObject = ["rawId": .string(p.rawId), "providerId": .string(p.providerId)]
-            e.set("displayName", p.displayName.map(JSON.string))
-            e.set("email", p.email.map(JSON.string))
-            e.set("federatedId", p.federatedId.map(JSON.string))
-            e.set("phoneNumber", p.phoneNumber.map(JSON.string))
-            e.set("photoURL", p.photoURL.map(JSON.string))
-            return .object(e)
-        })
         o.set("tenantId", u.tenantId.map(JSON.string))
         if !u.mfaInfo.isEmpty { o["mfaInfo"] = .array(u.mfaInfo.map(\.wireJSON)) }
         return o
@@ -680,25 +661,37 @@ enum AuthTriggerEvent {
 
     /// Eventarc's `AuthEventData` (google.events.firebase.auth.v1): proto JSON names, `metadata.createTime`.
     static func authEventData(_ u: UserRecord) -> JSONObject {
+        var o = record(u, creationKey: "createTime", providerIdKey: "uid", fullProviders: false)
+        let claims = u.customClaims
+        if !claims.isEmpty { o["customClaims"] = .object(claims) }
+        return o
+    }
+
+    /// What both shapes share: the profile fields (absent ones left out), `metadata` (its creation time under
+    /// `creationKey`) and `providerData` (each provider's id under `providerIdKey`; `fullProviders`: with
+    /// `federatedId` and `phoneNumber`, as the official emulator's). Never the password hash.
+    static func record(_ u: UserRecord, creationKey: String, providerIdKey: String, fullProviders: Bool) -> JSONObject {
         var o: JSONObject = ["uid": .string(u.localId)]
         o.set("email", u.email.map(JSON.string))
         if u.email != nil { o["emailVerified"] = .bool(u.emailVerified) }
         o.set("displayName", u.displayName.map(JSON.string))
         o.set("photoURL", u.photoUrl.map(JSON.string))
+        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
         if u.disabled { o["disabled"] = .bool(true) }
-        var meta: JSONObject = ["createTime": .string(Timestamp.rfc3339(millis: u.createdAt))]
+        var meta: JSONObject = [creationKey: .string(Timestamp.rfc3339(millis: u.createdAt))]
         meta.set("lastSignInTime", u.lastLoginAt.map { .string(Timestamp.rfc3339(millis: $0)) })
         o["metadata"] = .object(meta)
         o["providerData"] = .array(providers(u).map { p in
-            var e: JSONObject = ["uid": .string(p.rawId), "providerId": .string(p.providerId)]
-            e.set("email", p.email.map(JSON.string))
+            var e: JSONObject = [providerIdKey: .string(p.rawId), "providerId": .string(p.providerId)]
             e.set("displayName", p.displayName.map(JSON.string))
+            e.set("email", p.email.map(JSON.string))
+            if fullProviders {
+                e.set("federatedId", p.federatedId.map(JSON.string))
+                e.set("phoneNumber", p.phoneNumber.map(JSON.string))
+            }
             e.set("photoURL", p.photoURL.map(JSON.string))
             return .object(e)
         })
-        o.set("phoneNumber", u.phoneNumber.map(JSON.string))
-        let claims = u.customClaims
-        if !claims.isEmpty { o["customClaims"] = .object(claims) }
         return o
     }
 
