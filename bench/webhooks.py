@@ -40,8 +40,14 @@ def hanging_receiver():
     return f"http://127.0.0.1:{sock.getsockname()[1]}/hook", held
 
 
+TYPES = None  # --types: the hook's event types (default: all)
+
+
 def configure(srv, url):
-    body = {"events": {"webhooks": [{"id": "stuck", "url": url, "secret": SECRET}]}}
+    hook = {"id": "stuck", "url": url, "secret": SECRET}
+    if TYPES:
+        hook["types"] = TYPES
+    body = {"events": {"webhooks": [hook]}}
     req = urllib.request.Request(f"{srv.url}/emulator/v1/projects/demo-phone/config", data=json.dumps(body).encode(),
                                  method="PATCH", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -67,7 +73,9 @@ def run(hook_url, d, c):
         r = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
         hooks = hook_status(srv) if hook_url else []
         return {"flows_per_s": flows_of(r) / d, "rps": r["rps"], "p99_ms": r["p99_ms"], "non_2xx": r["non_2xx"],
-                "cpu_us_per_request": r["server_cpu_us_per_request"], "hook": hooks[0] if hooks else None}
+                "cpu_us_per_request": r["server_cpu_us_per_request"],
+                "voluntary_cs_per_request": r["voluntary_context_switches_per_request"],
+                "foreign_cpu_share": r["foreign_cpu_share"], "hook": hooks[0] if hooks else None}
     finally:
         srv.stop()
 
@@ -98,7 +106,10 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--flows", type=int, default=100_000)
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--types", help="comma-separated event types for the hook (default: all)")
     a = ap.parse_args()
+    global TYPES
+    TYPES = a.types.split(",") if a.types else None
     url, held = hanging_receiver()
     pairs = []
     for i in range(a.pairs):

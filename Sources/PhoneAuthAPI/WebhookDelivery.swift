@@ -466,6 +466,7 @@ final class PushTarget: Sendable {
     func offer(_ item: PushItem) {
         let limits = dispatcher.limits
         var logDrop: Int? = nil
+        var evicted: PushItem? = nil  // released after the lock
         let becameReady = state.withLock { s -> Bool in
             guard !s.retired else { return false }
             var drop = s.queue.count >= s.queue.capacity
@@ -483,13 +484,14 @@ final class PushTarget: Sendable {
             if drop {
                 noteDrop(&s, &logDrop)
                 // Over the server-wide bound: our oldest leaves to make room (a full queue drops it in `append`).
-                if s.queue.count < s.queue.capacity { _ = s.queue.popFirst() }
+                if s.queue.count < s.queue.capacity { evicted = s.queue.popFirst() }
             }
-            s.queue.append(item)
+            if let oldest = s.queue.append(item) { evicted = oldest }
             guard s.phase == .idle else { return false }
             s.phase = .ready
             return true
         }
+        _ = evicted
         if let n = logDrop {
             dispatcher.log(.warning, "webhook queue full: dropping the oldest pending events", [("hook", name), ("url", url),
                            ("project", projectId), ("dropped", String(n)), ("capacity", String(limits.queueCapacity))])
@@ -501,6 +503,8 @@ final class PushTarget: Sendable {
         s.dropped += 1
         s.droppedUnreported += 1
         s.droppedSinceLog += 1
+        // The clock is read on the first drop since the last log line and every 1024th after it.
+        guard s.droppedSinceLog == 1 || s.droppedSinceLog % 1024 == 0 else { return }
         let now = dispatcher.monotonicMillis()
         if now - s.dropLoggedAt >= 10_000 {
             logDrop = s.droppedSinceLog
