@@ -29,11 +29,15 @@ public final class PhoneAuthApp: HTTPResponder {
     let boundary: WebBoundary
     /// Blocking functions: the bounded pool and deadline their calls run with (BlockingCalls.swift).
     public let blocking: BlockingCalls
+    /// Webhooks and the Functions emulator's auth triggers: the emulator's push sink (WebhookDelivery.swift).
+    public let webhooks: WebhookDispatcher
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
                 saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil,
-                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls()) {
+                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls(), webhooks: WebhookDispatcher? = nil) {
         self.blocking = blocking
+        self.webhooks = webhooks ?? WebhookDispatcher(emulator: emulator, logger: logger)
+        emulator.events.setPushSink(self.webhooks)
         self.exportRoots = Self.resolveExportRoot(exportRoot)
         self.emulator = emulator
         self.tokens = tokens

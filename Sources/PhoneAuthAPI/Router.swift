@@ -284,6 +284,8 @@ enum Router {
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/events", .emulator, .none, .loop,
                  "the event stream: Server-Sent Events, or JSON lines with `?format=jsonl` (`Last-Event-ID` / `?since=ID` replay, `?type=` filters, `?follow=false`)",
                  EventStream.handle),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/webhooks", .emulator, .none, .loop,
+                 "where the events are pushed (`events.webhooks`, `events.functionsEmulator`), with delivery counters", EmulatorAPI.webhooks),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/pushNotifications", .emulator, .none, .loop,
                  "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
         RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,

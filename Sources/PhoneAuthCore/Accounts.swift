@@ -322,8 +322,9 @@ extension Emulator {
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
         try transaction(key) { tx throws(AuthError) in
-            guard tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
+            guard let old = tx.store.users[localId], tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
             tx.emit(.userDeleted(uid: localId))
+            tx.noteDeletedUser(old)
         }
     }
 
@@ -340,6 +341,7 @@ extension Emulator {
                 }
                 tx.deleteUser(id)
                 tx.emit(.userDeleted(uid: id))
+                tx.noteDeletedUser(user)
             }
             return notDisabled
         }

@@ -310,6 +310,15 @@ public final class EventHub: Sendable {
     let maxChunk: Int
     private let logs = Locked(LogTable())
 
+    /// Where published events are pushed besides the ring (webhooks: PhoneAuthAPI/WebhookDelivery.swift); set once.
+    private let pushSink = AtomicLazyReference<EventPushSinkBox>()
+
+    /// Installs the push sink (the first one stays). Every publish then asks it for a route first.
+    public func setPushSink(_ sink: any EventPushSink) { _ = pushSink.storeIfNil(EventPushSinkBox(sink)) }
+
+    /// The push sink, if one is installed (one atomic load).
+    public var pushTarget: (any EventPushSink)? { pushSink.load()?.sink }
+
     public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers,
                 bytesPerStore: Int = EventHub.bytesPerStore, bytesInAll: Int = EventHub.bytesInAll,
                 maxAgeMillis: Int64 = EventHub.maxAgeMillis) {
@@ -454,6 +463,24 @@ struct LogTable {
         }
         pruneAt = Swift.max(64, 2 * entries.count)
     }
+}
+
+/// Receives every published event besides the ring (webhooks, PhoneAuthAPI/WebhookDelivery.swift).
+public protocol EventPushSink: AnyObject, Sendable {
+    /// Where `key`'s events go now; nil: nowhere (the usual case, and it must then be cheap). Called for each publish
+    /// before the log's lock is taken, never under a store's lock.
+    func route(_ key: StoreKey) -> (any EventPushRoute)?
+}
+
+/// One store's destinations for its events.
+public protocol EventPushRoute: Sendable {
+    /// One event, in the log's order, under the log's lock: O(1), never blocks, takes no store's or log's lock.
+    func push(_ event: EmulatorEvent, _ key: StoreKey)
+}
+
+final class EventPushSinkBox: Sendable {
+    let sink: any EventPushSink
+    init(_ sink: any EventPushSink) { self.sink = sink }
 }
 
 /// How a stream carries events (the bytes a log keeps per event and format).
@@ -888,6 +915,8 @@ public final class EventLog: Sendable {
     func publish<C: Collection>(_ payloads: C) where C.Element == EventPayload {
         guard !payloads.isEmpty else { return }
         let hub = self.hub  // one strong reference (each use of an unowned one takes and drops one)
+        // Asked before the lock (it may read a config); pushed to under it, so a route sees the log's order.
+        let route = hub.pushTarget?.route(key)
         let now = hub.clock.nowMillis()
         let maxSlots = hub.maxSlots, maxChunk = hub.maxChunk, budget = hub.bytesPerStore, cutoff = hub.ageCutoff(now)
         var wakes: [@Sendable () -> Void] = []
@@ -897,6 +926,7 @@ public final class EventLog: Sendable {
                 s.makeRoom(maxSlots: maxSlots)
                 let cost = UInt32(clamping: p.outOfLineBytes)
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: now, payload: p)
+                route?.push(event, key)
                 let slot = s.append(event, cost: cost)
                 // Rendered now, once, in each format live readers use (none listening: nothing rendered).
                 if s.sse.live > 0 || s.jsonl.live > 0 {
@@ -1112,6 +1142,9 @@ public final class EventLog: Sendable {
     }
 
     fileprivate var hubRef: EventHub { hub }
+
+    /// The hub's push sink (Webhooks.swift hands it deleted users' records).
+    var pushTarget: (any EventPushSink)? { hub.pushTarget }
 }
 
 /// A reader of one store's events (an open stream). Cancel it when done (the stream closes it).
@@ -1190,5 +1223,6 @@ extension StoreTransaction {
         }
         if tenantChanged { fields.append("tenant") }
         if !fields.isEmpty { emit(.configChanged(fields: fields)) }
+        if fields.contains("events") { onCommit { PushHint.noteParsed() } }  // push routes are resolved again
     }
 }

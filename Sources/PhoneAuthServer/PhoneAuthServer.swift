@@ -266,6 +266,7 @@ public final class RunningServer: Sendable {
         http.shutdown()
         pool.shutdown()
         app.blocking.shutdown()  // waits at most one deadline for calls in flight
+        app.webhooks.shutdown()  // queued deliveries are not made
         var result: Int32 = 0
         if let dir = settings.exportOnExit {
             do {
