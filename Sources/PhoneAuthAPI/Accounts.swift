@@ -159,6 +159,24 @@ enum UpdateAccount {
                 ? [] : try call.adminEnrollments(list, field: "mfa.enrollments", generateIds: false, emulator: app.emulator)
         }
         let deleteProviders = try call.strings("deleteProvider")
+        // `linkProviderUserInfo` (firebase-admin's update_user(provider_to_link=…)): admin only, as production — a user
+        // linking an identity of someone else's would receive that person's later sign-ins.
+        var linkProvider: ProviderUserInfo? = nil
+        if let link = try call.object("linkProviderUserInfo") {
+            guard call.privileged else { throw AuthError(.insufficientPermission) }
+            guard let p = link["providerId"]?.stringValue, !p.isEmpty else { throw AuthError(.missingProviderId) }
+            guard let r = link["rawId"]?.stringValue, !r.isEmpty else { throw AuthError(.missingRawId) }
+            guard ProviderUserInfo.isValidProviderId(p) else { throw AuthError(.invalidProviderId) }
+            guard r.utf8.count <= ProviderUserInfo.maxRawIdLength, !Identifiers.containsControlCharacters(r) else {
+                throw AuthError.invalidArgument("rawId must be at most \(ProviderUserInfo.maxRawIdLength) bytes without control characters.")
+            }
+            for k in ["displayName", "photoUrl", "email", "screenName"] {
+                if let t = link[k]?.stringValue, t.utf16.count > UserFieldLimits.photoUrl { throw AuthError.invalidArgument("linkProviderUserInfo.\(k) is too long.") }
+            }
+            linkProvider = ProviderUserInfo(providerId: p, rawId: r, displayName: link["displayName"]?.stringValue,
+                                            photoUrl: link["photoUrl"]?.stringValue, email: link["email"]?.stringValue?.lowercased(),
+                                            screenName: link["screenName"]?.stringValue)
+        }
         // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
         let wantsTokens = try call.bool("returnSecureToken") == true
         var grant: Emulator.RefreshGrant? = nil
@@ -167,7 +185,8 @@ enum UpdateAccount {
             // session a password one.
             grant = .init(signInProvider: identity.signInProvider, authTime: identity.authTime)
         }
-        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: grant)
+        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders,
+                                                          linkProvider: linkProvider, refresh: grant)
         var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
         o.set("email", user.email.map(JSON.string))
         o.set("displayName", user.displayName.map(JSON.string))

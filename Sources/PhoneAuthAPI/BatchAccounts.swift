@@ -117,6 +117,7 @@ enum BatchAccounts {
             case .duplicateLocalId: errors.append((i, "localId belongs to an existing account"))
             case .phoneNumberExists: errors.append((i, "phone number already exists"))
             case .emailExists: errors.append((i, "email already exists"))
+            case .federatedUserIdAlreadyLinked: errors.append((i, "raw id exists in other account in database"))
             default: errors.append((i, e.wire.message))
             }
         }

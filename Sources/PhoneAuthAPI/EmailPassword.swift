@@ -113,7 +113,7 @@ enum CreateAuthUri {
         let key = try call.storeKey()
         try TenantGate.checkEnabled(app, key)
         if try call.string("providerId") != nil {
-            throw AuthError.invalidArgument("Sign-in with an identity provider is not supported by this emulator.")
+            throw AuthError(.notImplemented, "Sign-in with IDP is not yet supported.")
         }
         guard let identifier = try call.string("identifier"), !identifier.isEmpty else { throw AuthError(.missingIdentifier) }
         guard let continueUri = try call.string("continueUri"), !continueUri.isEmpty else { throw AuthError(.missingContinueUri) }
@@ -126,11 +126,12 @@ enum CreateAuthUri {
             o["sessionId"] = .string(sessionId)
             return Reply(.object(o))
         }
-        let user = app.emulator.user(key, email: identifier)
+        // The user with that email, else one with a federated identity of that email (the official emulator's order).
+        let user = app.emulator.existingStore(key)?.read { s in s.user(email: identifier) ?? s.users(providerEmail: identifier).first }
         o["registered"] = .bool(user != nil)
-        if let user, user.passwordHash != nil {
-            o["allProviders"] = ["password"]
-            o["signinMethods"] = ["password"]
+        if let methods = user?.signInMethods {
+            if !methods.allProviders.isEmpty { o["allProviders"] = .array(methods.allProviders.map(JSON.string)) }
+            if !methods.signinMethods.isEmpty { o["signinMethods"] = .array(methods.signinMethods.map(JSON.string)) }
         }
         o["sessionId"] = .string(sessionId)
         return Reply(.object(o))

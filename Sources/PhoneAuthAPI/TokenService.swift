@@ -108,6 +108,7 @@ public final class TokenService: Sendable {
         var identities = JSONObject()
         if let p = user.phoneNumber { identities["phone"] = [.string(p)] }
         if let e = user.email { identities["email"] = [.string(e)] }
+        for p in user.providerUserInfo { identities[p.providerId] = .array((identities[p.providerId]?.arrayValue ?? []) + [.string(p.rawId)]) }
         var fb = JSONObject()
         fb["identities"] = .object(identities)
         fb["sign_in_provider"] = .string(signInProvider)
@@ -123,10 +124,10 @@ public final class TokenService: Sendable {
     /// `claims(for:…)` serialized, written straight into bytes for a user without custom claims and a session without
     /// extra claims (every phone sign-in of such a user): no `JSONObject` to build and serialize per token. The bytes
     /// are those `JSON.object(claims(…)).serialized()` gives (a test compares them across users, tenants and factors);
-    /// nil when the user has custom claims (`claims` handles their merge rules).
+    /// nil when the user has custom claims (`claims` handles their merge rules) or federated identities.
     static func claimsJSON(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
                            secondFactorId: String? = nil) -> [UInt8]? {
-        guard user.customAttributes == nil else { return nil }
+        guard user.customAttributes == nil, user.providerUserInfo.isEmpty else { return nil }
         var c = JSONObjectBytes(capacity: 768)
         if let v = user.displayName { c.string("name", v) }
         if let v = user.photoUrl { c.string("picture", v) }

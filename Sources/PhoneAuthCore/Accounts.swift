@@ -240,7 +240,11 @@ extension Emulator {
     }
 
     /// Applies `changes` and, with `refresh`, issues a refresh token for the result, in one transaction.
+    /// `deleteProviders`: `phone`, `password` (the hash, and email-link sign-in), `email`, or a federated provider id
+    /// (its identity is unlinked). `linkProvider`: an admin's `linkProviderUserInfo`, upserted by provider id; an identity
+    /// linked to another user is `FEDERATED_USER_ID_ALREADY_LINKED`.
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = [],
+                           linkProvider: ProviderUserInfo? = nil,
                            refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
@@ -250,10 +254,16 @@ extension Emulator {
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
-                case "password": user.setPassword(hash: nil, salt: nil, algorithm: nil)
+                case "password":
+                    user.setPassword(hash: nil, salt: nil, algorithm: nil)
+                    user.emailLinkSignin = false
                 case "email": user.email = nil; user.emailVerified = false
-                default: break
+                default: user.providerUserInfo.removeAll { $0.providerId == p }
                 }
+            }
+            if let link = linkProvider {
+                if let owner = tx.store.federatedIndex[link.indexKey], owner != user.localId { throw AuthError(.federatedUserIdAlreadyLinked) }
+                user.link(link)
             }
             tx.save(user)
             tx.emitUserChanges(from: old, to: user)

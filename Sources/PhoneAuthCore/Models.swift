@@ -25,6 +25,13 @@ public struct UserRecord: Sendable, Equatable {
     public var passwordUpdatedAt: Int64?
     /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
     public var mfaInfo: [MFAEnrollment] = []
+    /// Federated identities linked to the user (google.com, apple.com, oidc.*…), in link order (Providers.swift);
+    /// `phone` and `password` are derived from the fields above, never stored here.
+    public var providerUserInfo: [ProviderUserInfo] = []
+    /// The user has signed in with an email link (the password provider then exists without a password).
+    public var emailLinkSignin = false
+    /// A federated provider's user name (Twitter's, GitHub's), as the last IdP sign-in gave it.
+    public var screenName: String?
     /// Values of fields a table declares without a stored property of their own, by field name (UserFields.swift:
     /// a test's field, a field on its way to becoming a property). Empty for every standard field.
     public var extensions: [String: JSON] = [:]
@@ -34,7 +41,7 @@ public struct UserRecord: Sendable, Equatable {
         self.createdAt = createdAt
     }
 
-    public var isAnonymous: Bool { phoneNumber == nil && email == nil && passwordHash == nil }
+    public var isAnonymous: Bool { phoneNumber == nil && email == nil && passwordHash == nil && providerUserInfo.isEmpty }
 
     /// The custom claims as a JSON object (empty when none or unparsable).
     public var customClaims: JSONObject {
@@ -160,6 +167,10 @@ public struct AuthStore: Sendable {
     public var phoneIndex: [String: String] = [:]
     /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
     public var emailIndex: [String: String] = [:]
+    /// Federated identity (provider id and raw id) → localId, and a federated identity's lowercased email → the
+    /// users linked to it (Providers.swift); kept by `save`/`deleteUser`.
+    public var federatedIndex: [String: String] = [:]
+    public var providerEmailIndex: [String: [String]] = [:]
     /// Out-of-band codes (email verification, password reset) and their inbox long-polls (OobCodes.swift).
     public var oob = OobState()
     public var sessions = SessionTable()
@@ -206,6 +217,7 @@ public struct AuthStore: Sendable {
             emailIndex[old] = nil
         }
         if let e = user.email { emailIndex[e.lowercased()] = user.localId }
+        if !user.providerUserInfo.isEmpty || !(replaced?.providerUserInfo.isEmpty ?? true) { reindexProviders(old: replaced, new: user) }
         return replaced
     }
 
@@ -222,6 +234,7 @@ public struct AuthStore: Sendable {
         guard let u = users.removeValue(forKey: localId) else { return }
         if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
         if let e = u.email?.lowercased(), emailIndex[e] == localId { emailIndex[e] = nil }
+        if !u.providerUserInfo.isEmpty { reindexProviders(old: u, new: nil) }
     }
 
     /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.

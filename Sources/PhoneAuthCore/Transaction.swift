@@ -187,6 +187,8 @@ public struct StoreTransaction {
         p.pointee.users = [:]
         p.pointee.phoneIndex = [:]
         p.pointee.emailIndex = [:]
+        p.pointee.federatedIndex = [:]
+        p.pointee.providerEmailIndex = [:]
         p.pointee.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
@@ -585,6 +587,7 @@ final class JournalCommitter: Sendable {
             g.store.users = users
             g.store.phoneIndex = phones
             g.store.rebuildEmailIndex()
+            g.store.rebuildProviderIndexes()
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
         case .oobCode(let code, let old?): _ = g.store.oob.table.remove(code); g.store.oob.table.insert(old)
