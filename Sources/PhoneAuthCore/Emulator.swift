@@ -210,6 +210,8 @@ public final class Emulator: Sendable {
     let orphanOobCodes = OrphanInbox<OobCode>()
     /// Every store's event log, the event ids and the subscriber cap (Events.swift).
     public let events: EventHub
+    /// Named snapshots and the start-up state that resets return to (Snapshots.swift).
+    public let snapshots = SnapshotRegistry()
     /// Pending sessions in every store, against `--max-sessions`.
     let sessionBudget: SessionBudget
     /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
@@ -700,11 +702,11 @@ public final class Emulator: Sendable {
     }
 
     func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
-                         secondFactorId: String? = nil, extraClaims: String? = nil) -> (String, RefreshTokenRecord) {
+                         secondFactorId: String? = nil, extraClaims: String? = nil, secondFactor: String? = nil) -> (String, RefreshTokenRecord) {
         (Self.refreshTokenText(sequence: refreshSequence.wrappingAdd(1, ordering: .relaxed).newValue, random: random.bytes(48)),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
                             signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId,
-                            extraClaims: extraClaims))
+                            extraClaims: extraClaims, secondFactor: secondFactor))
     }
 
     /// 11 characters whose byte order is the number's order (64 symbols in ASCII order, 6 bits each). A refresh token
@@ -872,6 +874,12 @@ struct RefreshTokenIndex: Sendable {
         if byUser[key]?.isEmpty == true { byUser[key] = nil }
         visited += tokens.count
         return tokens.compactMap { t in byToken.removeValue(forKey: t).map { (t, $0) } }
+    }
+
+    /// A store's tokens (a snapshot's, Snapshots.swift).
+    func tokens(of key: StoreKey) -> [(String, RefreshTokenRecord)] {
+        guard let users = byUser[key] else { return [] }
+        return users.values.flatMap { $0.compactMap { t in byToken[t].map { (t, $0) } } }
     }
 
     /// Removes a store's tokens and returns them (for rollback).

@@ -46,6 +46,8 @@ public enum EventPayload: Sendable, Equatable {
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
     /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
     case sessionCookieCreated(uid: String, expiresIn: Int64)
+    /// The project (or tenant) was reset to its starting state, or restored from the named snapshot (Snapshots.swift).
+    case projectReset(snapshot: String?)
     /// This subscriber missed `count` events (the ring overwrote them before it read them).
     case dropped(count: Int)
 
@@ -74,6 +76,7 @@ public enum EventPayload: Sendable, Equatable {
         case .oobSent: "oob.sent"
         case .blockingFunctionCalled: "blockingFunction.called"
         case .sessionCookieCreated: "sessionCookie.created"
+        case .projectReset: "project.reset"
         case .dropped: "dropped"
         }
     }
@@ -83,7 +86,7 @@ public enum EventPayload: Sendable, Equatable {
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "sessionCookie.created", "dropped",
+        "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -155,6 +158,8 @@ public enum EventPayload: Sendable, Equatable {
             string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
             string("uid", uid); int("expiresIn", seconds)
+        case .projectReset(let snapshot):
+            optional("snapshot", snapshot)
         case .dropped(let count):
             int("count", Int64(count))
         }

@@ -228,6 +228,10 @@ final class TransactionFailureTests: XCTestCase {
         _ = try step("clear codes", "DELETE", "/emulator/v1/projects/p/verificationCodes")
         _ = try step("tenant delete", "DELETE", "/identitytoolkit.googleapis.com/v2/projects/p/tenants/\(tid)", admin: true)
         _ = try step("send again", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        _ = try step("test principal", "POST", "/emulator/v1/projects/p/idTokens",
+                     #"{"uid":"principal-1","claims":{"role":"admin"},"phoneNumber":"+15550004444","signInProvider":"phone"}"#)
+        _ = try step("test principal (second factor)", "POST", "/emulator/v1/projects/p/idTokens",
+                     #"{"uid":"principal-2","email":"p2@example.com","signInProvider":"password","secondFactor":"totp"}"#)
         _ = try step("wipe", "DELETE", "/emulator/v1/projects/p/accounts")
     }
 
@@ -261,6 +265,7 @@ final class TransactionFailureTests: XCTestCase {
         XCTAssertEqual(expected["reclaim at the cap"], 200)
         XCTAssertEqual(expected["new tenant after the reclaim"], 200)
         XCTAssertEqual(expected["wrong code (an attempt consumed)"], 400)
+        for step in ["test principal", "test principal (second factor)"] { XCTAssertEqual(expected[step], 200, step) }
         for mfa in ["mfa enrollment start", "mfa enrollment finalize", "refresh (second factor)", "mfa sign-in start", "mfa sign-in finalize", "admin mfa replace"] {
             XCTAssertEqual(expected[mfa], 200, mfa)
         }
