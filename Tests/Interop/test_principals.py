@@ -6,16 +6,14 @@ import json
 import os
 import signal
 import time
-import uuid
 
-import firebase_admin
 import pytest
 import requests
 from firebase_admin import auth, tenant_mgt
 from google.auth.transport.requests import Request
 from google.oauth2 import id_token
 
-from conftest import Emulator, claims_of, dummy_credential
+from conftest import Emulator, claims_of, credentialed_app
 from test_cli import run as cli
 
 X509 = "/www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
@@ -75,26 +73,19 @@ def test_firebase_admin_in_production_mode_checks_the_signature(emu, monkeypatch
     from firebase_admin import _token_gen
     monkeypatch.delenv("FIREBASE_AUTH_EMULATOR_HOST", raising=False)
     monkeypatch.setattr(_token_gen, "ID_TOKEN_CERT_URI", emu.url + X509)
-    app = firebase_admin.initialize_app(dummy_credential(), options={"projectId": "demo-phone"}, name=f"prod-{uuid.uuid4()}")
-    try:
+    with credentialed_app("prod") as app:
         body = mint(emu, uid="carol", claims={"tier": "gold"})
         decoded = auth.verify_id_token(body["idToken"], app=app)
         assert decoded["uid"] == "carol" and decoded["tier"] == "gold" and decoded["firebase"]["sign_in_provider"] == "custom"
         h, p, s = body["idToken"].split(".")
         with pytest.raises(auth.InvalidIdTokenError):
             auth.verify_id_token(h + "." + p + "." + s[:-4] + "AAAA", app=app)
-    finally:
-        firebase_admin.delete_app(app)
 
 
 def test_a_tenants_principal(admin):
     emu, _ = admin
-    # tenant_mgt insists on a credential (never used: FIREBASE_AUTH_EMULATOR_HOST is set).
-    app = firebase_admin.initialize_app(dummy_credential(), options={"projectId": "demo-phone"}, name=f"tenant-{uuid.uuid4()}")
-    try:
+    with credentialed_app("tenant") as app:  # tenant_mgt insists on a credential (unused: FIREBASE_AUTH_EMULATOR_HOST is set)
         tenant_principal(emu, app)
-    finally:
-        firebase_admin.delete_app(app)
 
 
 def tenant_principal(emu, app):

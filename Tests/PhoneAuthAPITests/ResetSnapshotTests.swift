@@ -1,6 +1,5 @@
 import EmulatorSupport
 import HTTPServer
-import JWT
 @testable import PhoneAuthAPI
 @testable import PhoneAuthCore
 import PhoneAuthTestSupport
@@ -8,21 +7,13 @@ import XCTest
 
 /// `:reset`, `v1:reset`, `:snapshot`, `:restore`, `GET …/snapshots` and `DELETE …/snapshots/{name}` through the
 /// responder (durability with a journal: PhoneAuthStorageTests/ResetDurabilityTests.swift).
-final class ResetSnapshotTests: XCTestCase, AppCalling {
-    var clock: EmulatorClock!
-    var app: PhoneAuthApp!
-    static let admin = [("Authorization", "Bearer owner")]
-    let base = "/emulator/v1/projects/demo-phone"
-
-    override func setUp() {
-        clock = EmulatorClock(fixedAtMillis: testEpochMillis)
-        app = makeTestApp(clock: clock, seed: 21)
-    }
+final class ResetSnapshotTests: EmulatorAPITestCase {
+    override var seed: UInt64 { 21 }
 
     func post(_ path: String, _ body: String = "") -> (Int, JSON) { call("POST", path, body) }
 
-    func mint(_ uid: String, tenant: String? = nil) -> JSON {
-        let r = post(base + (tenant.map { "/tenants/\($0)" } ?? "") + "/idTokens", #"{"uid":"\#(uid)"}"#)
+    func principal(_ uid: String, tenant: String? = nil) -> JSON {
+        let r = mint(#"{"uid":"\#(uid)"}"#, tenant: tenant)
         XCTAssertEqual(r.0, 200, "\(r.1)")
         return r.1
     }
@@ -47,8 +38,8 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
     func testResetReturnsToTheStartingState() throws {
         _ = try app.emulator.createUser(StoreKey(projectId: "demo-phone"), localId: "seed", changes: UserChanges())
         try app.emulator.captureBaseline()
-        let alice = mint("alice")
-        _ = mint("tu", tenant: "team-a")
+        let alice = principal("alice")
+        _ = principal("tu", tenant: "team-a")
         XCTAssertEqual(call("PATCH", base + "/config", #"{"phoneAuth":{"codeLength":8},"signIn":{"phoneNumber":{"testPhoneNumbers":{}}}}"#).0, 200)
         XCTAssertEqual(itk("sendVerificationCode", #"{"phoneNumber":"+15551112222"}"#).0, 200)
         XCTAssertEqual(post("/emulator/v1/projects/demo-phone/appCredentials", #"{"type":"RECAPTCHA"}"#).0, 200)
@@ -83,7 +74,7 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
         let tid = try XCTUnwrap(app.emulator.tenants(of: "demo-phone").first)
         _ = try app.emulator.createUser(StoreKey(projectId: "demo-phone", tenantId: tid), localId: "t-seed", changes: UserChanges())
         try app.emulator.captureBaseline()
-        _ = mint("extra", tenant: tid)
+        _ = principal("extra", tenant: tid)
         XCTAssertEqual(call("DELETE", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/\(tid)", headers: Self.admin).0, 200)
         XCTAssertEqual(app.emulator.tenants(of: "demo-phone"), [])
         let r = post(base + ":reset")
@@ -95,9 +86,9 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
     /// Save, change, restore: the same users, tenants, codes and sessions (a refresh token from before the snapshot
     /// works again); list, overwrite, delete; unknown and invalid names.
     func testSnapshotAndRestore() throws {
-        for i in 0..<20 { _ = mint("user-\(i)") }
-        let kept = mint("kept")
-        _ = mint("tu", tenant: "team-a")
+        for i in 0..<20 { _ = principal("user-\(i)") }
+        let kept = principal("kept")
+        _ = principal("tu", tenant: "team-a")
         XCTAssertEqual(itk("sendVerificationCode", #"{"phoneNumber":"+15551112222"}"#).0, 200)
         let saved = post(base + ":snapshot", #"{"name":"seeded"}"#)
         XCTAssertEqual(saved.0, 200, "\(saved.1)")
@@ -107,7 +98,7 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
         XCTAssertEqual(saved.1["records"], .int(45), "users, their refresh tokens, the pending code")
 
         XCTAssertEqual(post(base + ":reset").0, 200)
-        _ = mint("after")
+        _ = principal("after")
         XCTAssertEqual(users(), ["after"])
         let restored = post(base + ":restore", #"{"name":"seeded"}"#)
         XCTAssertEqual(restored.0, 200, "\(restored.1)")
@@ -158,7 +149,7 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
 
     /// `POST /emulator/v1:reset`: every project, and the clock back to the real time.
     func testResetEverything() throws {
-        _ = mint("a")
+        _ = principal("a")
         XCTAssertEqual(post("/emulator/v1/projects/other/idTokens", #"{"uid":"b"}"#).0, 200)
         XCTAssertEqual(post("/emulator/v1/clock:advance", #"{"seconds":3600}"#).0, 200)
         let r = post("/emulator/v1:reset")
@@ -192,12 +183,7 @@ final class ResetSnapshotTests: XCTestCase, AppCalling {
         for path in [base + ":reset", "/emulator/v1:reset", base + ":snapshot", base + ":restore"] {
             XCTAssertEqual(call("POST", path, #"{"name":"x"}"#, headers: [("Origin", "https://evil.example")]).0, 403, path)
         }
-        let guarded = PhoneAuthApp(emulator: makeTestEmulator(projectId: "demo-phone", seed: 3), tokens: TokenService(mode: .none, initialKey: nil),
-                                   signingPool: nil, logger: .quiet, adminToken: "s3cret")
-        for (headers, status) in [([(String, String)](), 401), ([("Authorization", "Bearer s3cret")], 200)] {
-            var h = HTTPHeaders()
-            for (k, v) in headers { h.add(k, v) }
-            XCTAssertEqual(guarded.respond(to: HTTPRequest(method: "POST", target: base + ":reset", headers: h), context: .detached)?.status, status)
-        }
+        XCTAssertEqual(statusBehindAnAdminToken("POST", base + ":reset", headers: []), 401)
+        XCTAssertEqual(statusBehindAnAdminToken("POST", base + ":reset", headers: [("Authorization", "Bearer s3cret")]), 200)
     }
 }

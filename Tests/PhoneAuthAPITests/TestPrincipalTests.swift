@@ -1,5 +1,4 @@
 import EmulatorSupport
-import HTTPServer
 import JWT
 @testable import PhoneAuthAPI
 import PhoneAuthCore
@@ -9,20 +8,8 @@ import XCTest
 /// `POST /emulator/v1/projects/{p}[/tenants/{t}]/idTokens` through the responder: the token is a sign-in's, the user
 /// is created or updated through the field table, the session is real (refresh, revocation, deletion), bad input is
 /// refused with the Google envelope, and the route is guarded like the rest of the emulator API.
-final class TestPrincipalTests: XCTestCase, AppCalling {
-    var clock: EmulatorClock!
-    var app: PhoneAuthApp!
-    static let admin = [("Authorization", "Bearer owner")]
-    let base = "/emulator/v1/projects/demo-phone"
-
-    override func setUp() {
-        clock = EmulatorClock(fixedAtMillis: testEpochMillis)
-        app = makeTestApp(clock: clock, seed: 11)
-    }
-
-    func mint(_ body: String, tenant: String? = nil, headers: [(String, String)] = []) -> (Int, JSON) {
-        call("POST", base + (tenant.map { "/tenants/\($0)" } ?? "") + "/idTokens", body, headers: headers)
-    }
+final class TestPrincipalTests: EmulatorAPITestCase {
+    override var seed: UInt64 { 11 }
 
     func jwt(_ r: (Int, JSON), file: StaticString = #filePath, line: UInt = #line) throws -> DecodedJWT {
         XCTAssertEqual(r.0, 200, "\(r.1)", file: file, line: line)
@@ -198,17 +185,9 @@ final class TestPrincipalTests: XCTestCase, AppCalling {
     func testGuardedLikeTheEmulatorAPI() throws {
         XCTAssertEqual(mint(#"{"uid":"u"}"#, headers: [("Origin", "https://evil.example")]).0, 403)
         XCTAssertEqual(mint(#"{"uid":"u"}"#, headers: [("Origin", "http://localhost:3000")]).0, 200)
-        let guarded = PhoneAuthApp(emulator: makeTestEmulator(projectId: "demo-phone", seed: 3), tokens: TokenService(mode: .rs256, initialKey: TestKeys.signingKey),
-                                   signingPool: nil, logger: .quiet, adminToken: "s3cret")
-        func guardedCall(_ headers: [(String, String)]) -> Int {
-            var h = HTTPHeaders()
-            for (k, v) in headers { h.add(k, v) }
-            return guarded.respond(to: HTTPRequest(method: "POST", target: base + "/idTokens", headers: h, body: Array(#"{"uid":"u"}"#.utf8)),
-                                   context: .detached)?.status ?? 0
-        }
-        XCTAssertEqual(guardedCall([]), 401)
-        XCTAssertEqual(guardedCall([("Authorization", "Bearer owner")]), 401)
-        XCTAssertEqual(guardedCall([("Authorization", "Bearer s3cret")]), 200)
+        XCTAssertEqual(statusBehindAnAdminToken("POST", base + "/idTokens", #"{"uid":"u"}"#, headers: []), 401)
+        XCTAssertEqual(statusBehindAnAdminToken("POST", base + "/idTokens", #"{"uid":"u"}"#, headers: [("Authorization", "Bearer owner")]), 401)
+        XCTAssertEqual(statusBehindAnAdminToken("POST", base + "/idTokens", #"{"uid":"u"}"#, headers: [("Authorization", "Bearer s3cret")]), 200)
     }
 
     /// Unsigned mode mints unsigned tokens, like every sign-in there.

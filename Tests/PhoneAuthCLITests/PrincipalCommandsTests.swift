@@ -2,23 +2,11 @@
 import EmulatorSupport
 import XCTest
 
-/// `token mint`, `reset` and `snapshot …`: flags are checked before any request (an unreachable emulator proves no
-/// request was made: a usage error is 64, a connection failure would be 1). The commands against a server:
-/// Tests/Interop/test_principals.py.
-final class PrincipalCommandsTests: XCTestCase {
-    let nowhere = ["--emulator", "http://127.0.0.1:1", "--project", "p"]
-
-    func run(_ args: [String]) -> (Int32, String, String) {
-        var out = "", err = ""
-        let ctx = CLIContext(environment: { _ in nil }, stdinIsTerminal: false, readLine: { nil },
-                             out: { out += $0 + "\n" }, err: { err += $0 + "\n" })
-        return (CLI.run(args, context: ctx), out, err)
-    }
-
+/// `token mint`, `reset` and `snapshot …`: flags are checked before any request (`CLIRunning`). The commands against a
+/// server: Tests/Interop/test_principals.py.
+final class PrincipalCommandsTests: XCTestCase, CLIRunning {
     func body(_ args: [String]) throws -> JSON {
-        let c = try XCTUnwrap(CLI.commands.first { $0.words == ["token", "mint"] })
-        let a = try Arguments.parse(args, valued: CLI.globalValued.union(c.valued), boolean: CLI.globalBoolean.union(c.boolean))
-        return .object(try Commands.tokenMintBody(a, uid: "alice"))
+        .object(try Commands.tokenMintBody(try parse(["token", "mint"], args), uid: "alice"))
     }
 
     func testTokenMintBody() throws {

@@ -74,19 +74,12 @@ extension TransactionFailureTests {
         }
         XCTAssertEqual(expected.filter { $0.value != 200 }, [:])
         XCTAssertGreaterThan(commits, 12)
-        for n in 1...commits + 1 {
-            let journal = FlakyJournal(try DataDirectory(path: dir + "/fail-\(n)"))
-            journal.fail([n])
-            let app = makeApp(journal, clock: clock)
-            var failures: [String] = []
-            try resetScript(app) { name, status, _ in
-                if status == 500 { failures.append(name) }
-                try assertMemoryEqualsDisk(app, journal, clock: clock, "commit \(n) failing, after \(name)")
-            }
-            // A reset or restore's transactions may share a commit or not (the committer takes what is queued): a
-            // run can have a commit fewer or more than the clean one.
-            XCTAssertEqual(failures.count, journal.calls >= n ? 1 : 0, "commit \(n) failing: exactly one request answered 500: \(failures)")
-            journal.inner.close()
+        // A reset or restore's transactions may share a commit or not (the committer takes what is queued): a run can
+        // have a commit fewer or more than the clean one.
+        try withEachCommitFailing(1...commits + 1, clock: clock, { app, step in
+            try resetScript(app) { name, status, _ in try step(name, status) }
+        }) { n, failures, calls in
+            XCTAssertEqual(failures.count, calls >= n ? 1 : 0, "commit \(n) failing: exactly one request answered 500: \(failures)")
         }
     }
 }
