@@ -82,6 +82,9 @@ export async function startEmulator({ binary, args = [], project, env = {}, expo
   emu.env = {
     FIREBASE_AUTH_EMULATOR_HOST: emu.host, PHONE_AUTH_EMULATOR_URL: emu.url, GCLOUD_PROJECT: emu.project, PHONE_AUTH_EMULATOR_PROJECT: emu.project,
   };
+  // The server's --admin-token (a flag, or its environment), for the helpers: `adminToken` and the exported variable.
+  emu.adminToken = flag(args, '--admin-token') || childEnv.PHONE_AUTH_EMULATOR_ADMIN_TOKEN;
+  if (emu.adminToken) emu.env.PHONE_AUTH_EMULATOR_ADMIN_TOKEN = emu.adminToken;
   const saved = {};
   if (exportEnv) for (const [k, v] of Object.entries(emu.env)) { saved[k] = process.env[k]; process.env[k] = v; }
   let stopped = null;
@@ -98,6 +101,15 @@ export async function startEmulator({ binary, args = [], project, env = {}, expo
     return stopped;
   };
   return emu;
+}
+
+/** The value of `name VALUE` or `name=VALUE` in `args`. */
+function flag(args, name) {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === name && i + 1 < args.length) return args[i + 1];
+    if (args[i].startsWith(name + '=')) return args[i].slice(name.length + 1);
+  }
+  return undefined;
 }
 
 /** Where the helpers talk to: `opts.url`, else PHONE_AUTH_EMULATOR_URL, else http:// + FIREBASE_AUTH_EMULATOR_HOST. */

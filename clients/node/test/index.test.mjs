@@ -105,6 +105,19 @@ test('two emulators at once, each on its own port, helpers addressed with { url 
   }
 });
 
+test('a server with --admin-token: the helpers send it', async () => {
+  const emu = await startEmulator({ args: ['--admin-token=s3cret-token'] });
+  try {
+    assert.equal(emu.adminToken, 's3cret-token');
+    assert.equal(process.env.PHONE_AUTH_EMULATOR_ADMIN_TOKEN, 's3cret-token');
+    assert.ok(await mintToken('guarded'));
+    await assert.rejects(mintToken('guarded', { adminToken: 'wrong-token' }), (e) => e.status === 401);
+  } finally {
+    await emu.stop();
+  }
+  assert.equal(process.env.PHONE_AUTH_EMULATOR_ADMIN_TOKEN, undefined);
+});
+
 test('a server that cannot start says why', async () => {
   await assert.rejects(startEmulator({ args: ['--no-such-flag'] }), (e) => e instanceof EmulatorError && /did not start \(exit status 2\).*no-such-flag/s.test(e.message));
   await assert.rejects(startEmulator({ binary: '/nonexistent/phone-auth-emulator' }), /not found or not executable/);

@@ -107,13 +107,14 @@ def test_worker(phone_auth_emulator, n):
 
 
 def test_server_flags_from_the_ini_file(pytester):
-    pytester.makeini("[pytest]\nphone_auth_emulator_args = --test-phone +15555550100=654321 --project demo-flags\n")
+    pytester.makeini("[pytest]\nphone_auth_emulator_args = --test-phone +15555550100=654321 --project demo-flags --admin-token=s3cret-token\n")
     pytester.makepyfile(helpers=HELPERS)
     pytester.makepyfile(test_flags=r'''
 from helpers import post
 
-def test_the_fictional_number_signs_in(phone_auth):
-    assert phone_auth.project == "demo-flags"
+def test_the_fictional_number_signs_in(phone_auth):  # `phone_auth` reset through --admin-token
+    assert phone_auth.project == "demo-flags" and phone_auth.admin_token == "s3cret-token"
+    assert phone_auth.mint_token("guarded")
     session = post(phone_auth, "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k", {"phoneNumber": "+15555550100"})
     body = post(phone_auth, "/identitytoolkit.googleapis.com/v1/accounts:signInWithPhoneNumber?key=k",
                 {"sessionInfo": session["sessionInfo"], "code": "654321"})

@@ -56,7 +56,8 @@ def find_binary(explicit=None, cwd=None):
 
 
 class Emulator:
-    """A PhoneAuthEmulator at `url` (`http://127.0.0.1:PORT`), for `project` (and its tenants)."""
+    """A PhoneAuthEmulator at `url` (`http://127.0.0.1:PORT`), for `project` (and its tenants); `admin_token`: the
+    server's `--admin-token`, sent on every call (a started server's comes from its flags or environment)."""
 
     def __init__(self, url, project=DEFAULT_PROJECT, admin_token=None, process=None):
         self.url = url.rstrip("/")
@@ -94,7 +95,8 @@ class Emulator:
         if not match:
             proc.wait(timeout=10)
             raise EmulatorError(f"phone-auth-emulator did not start (exit status {proc.returncode}): {''.join(log).strip()[-2000:]}")
-        emu = cls(match.group(1), project=project or _ready_project(match.group(1)), process=proc)
+        emu = cls(match.group(1), project=project or _ready_project(match.group(1)), process=proc,
+                  admin_token=_flag(args, "--admin-token") or full_env.get("PHONE_AUTH_EMULATOR_ADMIN_TOKEN"))
         emu._log = log
         return emu
 
@@ -117,8 +119,11 @@ class Emulator:
 
     def environment(self):
         """The variables that point SDKs at this emulator (what `phone-auth-emulator exec` exports)."""
-        return {"FIREBASE_AUTH_EMULATOR_HOST": self.host, "PHONE_AUTH_EMULATOR_URL": self.url,
-                "GCLOUD_PROJECT": self.project, "PHONE_AUTH_EMULATOR_PROJECT": self.project}
+        env = {"FIREBASE_AUTH_EMULATOR_HOST": self.host, "PHONE_AUTH_EMULATOR_URL": self.url,
+               "GCLOUD_PROJECT": self.project, "PHONE_AUTH_EMULATOR_PROJECT": self.project}
+        if self.admin_token:
+            env["PHONE_AUTH_EMULATOR_ADMIN_TOKEN"] = self.admin_token
+        return env
 
     # -- the emulator API ----------------------------------------------------------------------------------------
 
@@ -194,6 +199,17 @@ class Emulator:
             query += [("type", t) for t in ([types] if isinstance(types, str) else types)]
         text = self.request("GET", self._scope(tenant) + "/events", query=query, raw=True)
         return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _flag(args, name):
+    """The value of `name VALUE` or `name=VALUE` in `args`, else None."""
+    args = list(args)
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a[len(name) + 1:]
+    return None
 
 
 def _camel(name):
