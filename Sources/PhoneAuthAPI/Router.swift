@@ -68,8 +68,10 @@ struct PathParams: Sendable, Equatable {
     var tenant: String?
     /// `{file}`: a console file's name.
     var file: String?
+    /// `{snapshot}`: a snapshot's name (checked by its handler).
+    var snapshot: String?
 
-    enum Name: String, Sendable, CaseIterable { case project, tenant, file }
+    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot }
 
     subscript(name: Name) -> String? {
         get {
@@ -77,6 +79,7 @@ struct PathParams: Sendable, Equatable {
             case .project: project
             case .tenant: tenant
             case .file: file
+            case .snapshot: snapshot
             }
         }
         set {
@@ -84,6 +87,7 @@ struct PathParams: Sendable, Equatable {
             case .project: project = newValue
             case .tenant: tenant = newValue
             case .file: file = newValue
+            case .snapshot: snapshot = newValue
             }
         }
     }
@@ -290,6 +294,22 @@ enum Router {
                  "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
         RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,
                  "mint reCAPTCHA / Play Integrity tokens", EmulatorControls.mintCredential),
+        RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/idTokens", .emulator, .json, .offload,
+                 "a test principal in one call: `{uid, claims?, phoneNumber?, email?, signInProvider?, secondFactor?, authTime?, expiresIn?}` → `{idToken, refreshToken, expiresIn, localId, isNewUser}` (the user created or updated)",
+                 IdTokensEndpoint.mint),
+        RouteRow("POST", "/emulator/v1/projects/{project}:reset", .emulator, .json, .bulk,
+                 "back to the starting state: the config file's config, the `--import`ed users, no codes or sessions; tenants too",
+                 ResetEndpoints.resetProject),
+        RouteRow("POST", "/emulator/v1:reset", .emulator, .json, .bulk,
+                 "every project back to its starting state, and the clock to the real time", ResetEndpoints.resetAll),
+        RouteRow("POST", "/emulator/v1/projects/{project}:snapshot", .emulator, .json, .bulk, readOnly: true,
+                 "save the project's state (with its tenants) as `{name}` (in memory, at most 32 per project)", ResetEndpoints.save),
+        RouteRow("POST", "/emulator/v1/projects/{project}:restore", .emulator, .json, .bulk,
+                 "put the snapshot `{name}` back", ResetEndpoints.restore),
+        RouteRow("GET", "/emulator/v1/projects/{project}/snapshots", .emulator, .none, .loop,
+                 "the saved snapshots", ResetEndpoints.list),
+        RouteRow("DELETE", "/emulator/v1/projects/{project}/snapshots/{snapshot}", .emulator, .none, .loop, readOnly: true,
+                 "delete one", ResetEndpoints.delete),
     ]
 
     /// The table, compiled once.

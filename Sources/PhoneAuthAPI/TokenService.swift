@@ -82,11 +82,12 @@ public final class TokenService: Sendable {
     /// The ID token claims production issues for this user (custom claims first, reserved claims and the user's own
     /// identity fields win: `email`, `phone_number`… come from the record, after the custom claims, and a claim of that
     /// name is dropped when the user lacks the field — as production and the official emulator write them).
-    /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`).
+    /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`);
+    /// `secondFactor` names another kind (`totp`: a minted test principal's).
     /// `extraClaims`: the session's own claims (a custom token's `claims`), over the user's custom claims, under the
     /// reserved ones (the official emulator's order).
     public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject()) -> JSONObject {
+                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject(), secondFactor: String? = nil) -> JSONObject {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
@@ -114,7 +115,7 @@ public final class TokenService: Sendable {
         fb["sign_in_provider"] = .string(signInProvider)
         if let secondFactorId {
             fb["second_factor_identifier"] = .string(secondFactorId)
-            fb["sign_in_second_factor"] = "phone"
+            fb["sign_in_second_factor"] = .string(secondFactor ?? "phone")
         }
         fb.set("tenant", key.tenantId.map(JSON.string))
         c["firebase"] = .object(fb)

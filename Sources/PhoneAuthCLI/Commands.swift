@@ -279,14 +279,6 @@ enum Commands {
 
     // MARK: maintenance
 
-    static func reset(_ s: Session, _ a: [String]) throws {
-        let c = try s.client()
-        _ = try c.request("DELETE", c.emulatorBase + "/accounts")
-        let r = try c.request("DELETE", c.emulatorBase + "/verificationCodes")
-        s.emit(["project": .string(c.project), "usersDeleted": true, "codesDeleted": r["deleted"] ?? 0],
-               rows: [("project", c.project), ("users", "deleted"), ("pending codes", "deleted (\(r["deleted"]?.int64Value ?? 0))")])
-    }
-
     static func health(_ s: Session, _ a: [String]) throws {
         let c = EmulatorClient(baseURL: s.baseURL, project: "", apiKey: "", tenant: nil)
         let r = try c.request("GET", "/", timeout: 5)

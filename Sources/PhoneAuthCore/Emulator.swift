@@ -230,6 +230,8 @@ public final class Emulator: Sendable {
     /// Pending sessions and users in every store, against `--max-sessions` and `--max-users-total`.
     let budgets: StoreBudgets
     var sessionBudget: CountBudget { budgets.sessions }
+    /// Named snapshots and the start-up state that resets return to (Snapshots.swift).
+    public let snapshots = SnapshotRegistry()
     /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
     private let lastFullSweep = Atomic<Int64>(Int64.min / 2)
     /// The user record's fields and their mappings (UserFields.swift); tests may add fields.
@@ -722,11 +724,11 @@ public final class Emulator: Sendable {
     }
 
     func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
-                         secondFactorId: String? = nil, extraClaims: String? = nil) -> (String, RefreshTokenRecord) {
+                         secondFactorId: String? = nil, extraClaims: String? = nil, secondFactor: String? = nil) -> (String, RefreshTokenRecord) {
         (Self.refreshTokenText(sequence: refreshSequence.wrappingAdd(1, ordering: .relaxed).newValue, random: random.bytes(48)),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
                             signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId,
-                            extraClaims: extraClaims))
+                            extraClaims: extraClaims, secondFactor: secondFactor))
     }
 
     /// 11 characters whose byte order is the number's order (64 symbols in ASCII order, 6 bits each). A refresh token
@@ -894,6 +896,12 @@ struct RefreshTokenIndex: Sendable {
         if byUser[key]?.isEmpty == true { byUser[key] = nil }
         visited += tokens.count
         return tokens.compactMap { t in byToken.removeValue(forKey: t).map { (t, $0) } }
+    }
+
+    /// A store's tokens (a snapshot's, Snapshots.swift).
+    func tokens(of key: StoreKey) -> [(String, RefreshTokenRecord)] {
+        guard let users = byUser[key] else { return [] }
+        return users.values.flatMap { $0.compactMap { t in byToken[t].map { (t, $0) } } }
     }
 
     /// Removes a store's tokens and returns them (for rollback).

@@ -57,6 +57,8 @@ public enum EventPayload: Sendable, Equatable {
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
     /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
     case sessionCookieCreated(uid: String, expiresIn: Int64)
+    /// The project (or tenant) was reset to its starting state, or restored from the named snapshot (Snapshots.swift).
+    case projectReset(snapshot: String?)
     /// This subscriber missed `count` events (the ring overwrote them before it read them).
     case dropped(count: Int)
 
@@ -85,6 +87,7 @@ public enum EventPayload: Sendable, Equatable {
         case .oobSent: "oob.sent"
         case .blockingFunctionCalled: "blockingFunction.called"
         case .sessionCookieCreated: "sessionCookie.created"
+        case .projectReset: "project.reset"
         case .dropped: "dropped"
         }
     }
@@ -94,7 +97,7 @@ public enum EventPayload: Sendable, Equatable {
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "sessionCookie.created", "dropped",
+        "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -166,6 +169,8 @@ public enum EventPayload: Sendable, Equatable {
             string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
             string("uid", uid); int("expiresIn", seconds)
+        case .projectReset(let snapshot):
+            optional("snapshot", snapshot)
         case .dropped(let count):
             int("count", Int64(count))
         }
@@ -562,6 +567,7 @@ extension EventPayload {
         case .mfaWithdrawn(let uid, let id): return s(uid) + s(id)
         case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
         case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)
+        case .projectReset(let snapshot): return o(snapshot)
         }
     }
 }

@@ -111,9 +111,12 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public let secondFactorId: String?
     /// Claims the session adds to every ID token it mints, as JSON object text (a custom token's `claims`); nil: none.
     public let extraClaims: String?
+    /// The second factor's kind (`sign_in_second_factor`) when `secondFactorId` is set: `phone` (nil) or `totp` (a
+    /// minted test principal's, TestPrincipals.swift).
+    public let secondFactor: String?
 
     public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                secondFactorId: String? = nil, extraClaims: String? = nil) {
+                secondFactorId: String? = nil, extraClaims: String? = nil, secondFactor: String? = nil) {
         self.projectId = projectId
         self.tenantId = tenantId
         self.localId = localId
@@ -122,6 +125,7 @@ public struct RefreshTokenRecord: Sendable, Equatable {
         self.issuedAt = issuedAt
         self.secondFactorId = secondFactorId
         self.extraClaims = extraClaims
+        self.secondFactor = secondFactor
     }
 
     /// `extraClaims` as an object (empty when none or unparsable).

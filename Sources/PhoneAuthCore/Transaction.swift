@@ -60,6 +60,8 @@ enum Undo: Sendable {
     case refreshTokensRemoved([(String, RefreshTokenRecord)])
     case storeRemoved
     case storeCreated
+    /// The store's whole durable state and refresh tokens before a reset or snapshot restore (Snapshots.swift).
+    case state(StoreState)
 }
 
 /// A store's state and what its pending transactions would undo, behind the store's lock.
@@ -328,6 +330,31 @@ public struct StoreTransaction {
             undo.append(.refreshTokenAdded(token))
             changes.append(.refreshTokenSaved(token, record))
         }
+    }
+
+    // MARK: the whole state (reset and snapshot restore: Snapshots.swift)
+
+    /// The store's durable state and its refresh tokens, as they are now (O(1) for the tables, which are shared
+    /// copy-on-write; O(the store's refresh tokens)).
+    func currentState() -> StoreState {
+        StoreState(p.pointee, refreshTokens: refreshTokens.withLock { $0.tokens(of: key) })
+    }
+
+    /// Replaces the store's durable state — config and tenant settings, users, pending sessions, out-of-band codes —
+    /// and its refresh tokens with `state`, as one durable change (the journal deletes the store's rows and writes
+    /// `state`'s). `storeConfig` false: no config row is written (the config file's applies after a restart; an
+    /// implicit tenant stays implicit). Non-durable state is left to the caller.
+    mutating func replaceState(with state: StoreState, storeConfig: Bool) {
+        let gone = refreshTokens.withLock { index in
+            let gone = index.removeStore(key)
+            for (t, r) in state.refreshTokens { index.insert(t, r) }
+            return gone
+        }
+        if journaled {
+            undo.append(.state(StoreState(p.pointee, refreshTokens: gone)))
+            changes.append(.storeReplaced(state.journalSnapshot(key, storeConfig: storeConfig), refreshTokens: state.refreshTokens))
+        }
+        state.apply(to: &p.pointee)
     }
 
     // MARK: the store itself
@@ -605,6 +632,12 @@ final class JournalCommitter: Sendable {
         case .storeCreated:
             g.removed = true
             registry.withLock { r in if r.boxes[box.key] === box { r.remove(box.key) } }
+        case .state(let before):
+            before.apply(to: &g.store)
+            refreshTokens.withLock { index in
+                _ = index.removeStore(box.key)
+                for (t, r) in before.refreshTokens { index.insert(t, r) }
+            }
         }
     }
 }

@@ -27,7 +27,7 @@ if HAVE_BROWSER:
 browser_only = pytest.mark.skipif(not HAVE_BROWSER, reason="needs chromium, chromium-driver and selenium")
 
 SHOTS = os.environ.get("CONSOLE_SCREENSHOTS") or tempfile.mkdtemp(prefix="console-shots-")
-VIEWS = ["codes", "users", "config", "clock", "keys", "events"]
+VIEWS = ["codes", "users", "config", "clock", "keys", "events", "reset"]
 WAIT = 5  # seconds a UI change may take to show (waits end as soon as it does)
 
 
@@ -109,6 +109,8 @@ def view_ready(driver, view):
         "clock": lambda d: "UTC" in d.find_element(By.ID, "clock-now").text,
         "keys": lambda d: d.find_elements(By.CSS_SELECTOR, "#keys-list li"),
         "events": lambda d: "Connecting" not in d.find_element(By.ID, "live").text,
+        "reset": lambda d: d.find_element(By.ID, "reset-project").text and (
+            d.find_element(By.ID, "snapshots-empty").is_displayed() or d.find_elements(By.CSS_SELECTOR, "#snapshots-table tbody tr")),
     }
     WebDriverWait(driver, WAIT).until(checks[view])
 
@@ -395,3 +397,37 @@ def test_admin_token_is_asked_for_and_kept_for_the_tab(events_available):
     finally:
         d.quit()
         e.stop()
+
+
+@browser_only
+def test_reset_and_snapshots_from_the_console(browser, emu, events_available):
+    """Save a snapshot, reset the project, restore the snapshot and delete it, from the Reset view."""
+    base = f"{emu.url}/emulator/v1/projects/demo-phone"
+    assert requests.post(base + "/idTokens", json={"uid": "console-seed"}).status_code == 200
+
+    def exists(uid):
+        r = emu.post("/identitytoolkit.googleapis.com/v1/accounts:lookup", {"localId": [uid]}, headers={"Authorization": "Bearer owner"})
+        return bool(r.json().get("users"))
+
+    def ok_text(d):
+        return d.find_element(By.CSS_SELECTOR, "#view-reset [data-ok]").text
+
+    open_view(browser, emu, "reset")
+    view_ready(browser, "reset")
+    assert browser.find_element(By.ID, "reset-project").text == "demo-phone"
+    browser.find_element(By.ID, "snapshot-name").send_keys("console-seeded")
+    browser.find_element(By.CSS_SELECTOR, "#snapshot-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#snapshots-table tr[data-name="console-seeded"]'))
+    assert "saved" in ok_text(browser)
+    browser.find_element(By.ID, "reset-project-button").click()
+    browser.switch_to.alert.accept()
+    WebDriverWait(browser, WAIT).until(lambda d: "Project reset" in ok_text(d))
+    assert not exists("console-seed")
+    click(browser, By.CSS_SELECTOR, '[data-restore="console-seeded"]')
+    WebDriverWait(browser, WAIT).until(lambda d: "restored" in ok_text(d))
+    assert exists("console-seed")
+    shot(browser, "reset-snapshots")
+    click(browser, By.CSS_SELECTOR, '[data-delete="console-seeded"]')
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "snapshots-empty").is_displayed())
+    assert requests.get(base + "/snapshots").json()["snapshots"] == []
+    assert problems(browser, events_available) == []

@@ -236,6 +236,7 @@ final class EventLogTests: XCTestCase {
             (.blockingFunctionCalled(event: "beforeSignIn", uri: "http://h/f", durationMs: 12, outcome: "ok"),
              #""event":"beforeSignIn","uri":"http://h/f","durationMs":12,"outcome":"ok""#),
             (.sessionCookieCreated(uid: "u1", expiresIn: 300), #""uid":"u1","expiresIn":300"#),
+            (.projectReset(snapshot: "seeded"), #""snapshot":"seeded""#),
         ]
         var seen = Set<String>()
         for (n, (payload, fields)) in cases.enumerated() {
@@ -250,6 +251,9 @@ final class EventLogTests: XCTestCase {
             }
         }
         XCTAssertEqual(seen, Set(EventPayload.types).subtracting(["dropped"]), "every type is written out above")
+        var reset: [UInt8] = []
+        EmulatorEvent(id: 7, time: 1_700_000_000_123, payload: .projectReset(snapshot: nil)).writeJSON(p, into: &reset)
+        XCTAssertEqual(String(decoding: reset, as: UTF8.self), #"{"id":7,"type":"project.reset","time":"2023-11-14T22:13:20.123Z","project":"p"}"#)
         var dropped: [UInt8] = []
         EmulatorEvent(id: 0, time: 1_700_000_000_123, payload: .dropped(count: 3)).writeJSON(p, withId: false, into: &dropped)
         XCTAssertEqual(String(decoding: dropped, as: UTF8.self), #"{"type":"dropped","time":"2023-11-14T22:13:20.123Z","project":"p","count":3}"#)
