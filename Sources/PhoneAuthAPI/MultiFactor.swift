@@ -230,30 +230,15 @@ enum MFAEndpoints {
             throw AuthError(.mfaMissingCredential, "Please set MFA Pending Credential.")
         }
         let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "MFA provider not supported!"))
-        let (sessionInfo, code) = (info["sessionInfo"]?.stringValue, info["code"]?.stringValue)
-        if app.blocking.anyTrigger(app, key, [.beforeSignIn]) {
-            // beforeSignIn after the second factor is verified (production): a read-only check, the function, then the
-            // finalize re-checks everything and saves its changes with the sign-in.
-            return try app.blocking.defer(app, call) {
-                var changes: BlockingFunctions.Outcome? = nil
-                if let (user, provider) = app.emulator.peekMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code) {
-                    let outcome = try app.blocking.signInHooks(app, call, key, user: user, isNew: false,
-                                                               method: BlockingSignInMethod(rawValue: provider) ?? .password, secondFactor: "phone")
-                    if outcome.disabled == true {
-                        try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
-                        throw AuthError(.userDisabled)
-                    }
-                    changes = outcome
-                }
-                let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
-                                                           clientIP: call.request.remoteAddress, changes: changes)
-                let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime,
-                                              secondFactorId: t.secondFactorId, sessionClaims: changes?.sessionClaims)
-                return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
-            }
+        let request = SignInRequest.MFAFinalize(pendingCredential: pending, sessionInfo: info["sessionInfo"]?.stringValue,
+                                                code: info["code"]?.stringValue, clientIP: call.request.remoteAddress)
+        return try app.signIn(call, key, .mfaFinalize(request), FinalizeAnswer())
+    }
+
+    /// `mfaSignIn:finalize`'s tokens (with the second factor's claims, and a beforeSignIn's session claims).
+    struct FinalizeAnswer: SignInAnswer {
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            Reply(["idToken": .string(idToken), "refreshToken": .string(s.refreshToken)])
         }
-        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
-                                                   clientIP: call.request.remoteAddress)
-        return try tokens(app, key, t)
     }
 }
