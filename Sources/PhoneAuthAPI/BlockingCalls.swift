@@ -15,9 +15,9 @@ import PhoneAuthCore
 /// waits at most about one deadline however long the queue. Flows without a trigger never come here: `trigger` answers
 /// nil after one atomic load until some configuration has named a function.
 ///
-/// Sign-in handlers never call this directly: their one entry point, `app.signIn` (SignInAndSend.swift), decides once
-/// and calls beforeCreate / beforeSignIn through `signInHooks`, between the sign-in's two transactions. SMS sends
-/// check `anyTrigger(app, key, [.beforeSendSms])`, `defer` the send and call `beforeSendSms` first.
+/// Handlers never call this directly: the two flows a function can reach each have one entry point that decides
+/// once (SignInAndSend.swift) — `app.signIn` for every sign-in (beforeCreate / beforeSignIn through `signInHooks`,
+/// between the sign-in's two transactions) and `app.sendSMS` for every SMS send (`beforeSendSms`).
 public final class BlockingCalls: Sendable {
     public let timeoutMillis: Int
     public let threads: Int

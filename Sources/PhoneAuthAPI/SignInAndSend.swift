@@ -1,10 +1,16 @@
 import EmulatorSupport
 import PhoneAuthCore
 
-// `signIn(call, key, request, answer)`: the one entry point of every sign-in handler (PhoneAuthCore/SignIn.swift:
-// plan → hook → commit), then the ID token and the handler's reply (`SignInAnswer`). With no beforeCreate/beforeSignIn
-// configured for the request's events it runs here, as one transaction; with one, the whole sign-in runs on the
-// blocking pool (`BlockingCalls.defer`) and the functions are called between its two transactions with no lock held.
+// The two flows a blocking function can reach, each with one entry point that decides once whether a function runs:
+//
+// - `signIn(call, key, request, answer)` — every sign-in (PhoneAuthCore/SignIn.swift: plan → hook → commit), then
+//   the ID token and the handler's reply (`SignInAnswer`). With no beforeCreate/beforeSignIn configured for the
+//   request's events it runs here, as one transaction; with one, the whole sign-in runs on the blocking pool
+//   (`BlockingCalls.defer`) and the functions are called between its two transactions with no lock held.
+// - `sendSMS(call, key, send)` — every code sent by SMS (`sendVerificationCode`, `mfaEnrollment:start`,
+//   `mfaSignIn:start` and the iOS SDK's masked send): with a beforeSendSms configured, the function runs on the
+//   blocking pool before anything is stored (an error it answers blocks the send: no session, no inbox entry, nothing
+//   counted), then the send.
 
 /// How a sign-in handler answers: the last step of `PhoneAuthApp.signIn`.
 protocol SignInAnswer: Sendable {
@@ -22,6 +28,22 @@ extension SignInAnswer {
         throw AuthError.internalError("unexpected sign-in outcome")
     }
     func refused(_ app: PhoneAuthApp, _ error: AuthError) {}
+}
+
+/// One SMS send, as `PhoneAuthApp.sendSMS` runs it.
+protocol SMSSend: Sendable {
+    /// Whom beforeSendSms is told about — the number, what the SMS is for, the account — read before anything is
+    /// stored; asked only when a function is configured (it may throw what production refuses first). nil: no call
+    /// (the send answers its own error).
+    func recipient(_ app: PhoneAuthApp) throws -> SMSRecipient?
+    /// The send (`Emulator`) and its reply.
+    func send(_ app: PhoneAuthApp, _ call: Call) throws -> Reply
+}
+
+struct SMSRecipient: Sendable {
+    var phone: String
+    var type: BlockingSMSType
+    var user: UserRecord?
 }
 
 extension PhoneAuthApp {
@@ -83,5 +105,14 @@ extension PhoneAuthApp {
         let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
                                          issuedAt: issuedAt, secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject())
         return try tokens.sign(claims)
+    }
+
+    /// The one entry point of every SMS send (see the top of this file).
+    func sendSMS<S: SMSSend>(_ call: Call, _ key: StoreKey, _ sms: S) throws -> Reply {
+        guard blocking.anyTrigger(self, key, [.beforeSendSms]), let to = try sms.recipient(self) else { return try sms.send(self, call) }
+        return try blocking.defer(self, call) { [self] in
+            try blocking.beforeSendSms(self, call, key, phone: to.phone, type: to.type, user: to.user)
+            return try sms.send(self, call)
+        }
     }
 }
