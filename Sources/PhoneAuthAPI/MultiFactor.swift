@@ -148,22 +148,21 @@ enum MFAEndpoints {
     /// `{idToken, phoneEnrollmentInfo: {phoneNumber, recaptchaToken?, …}, tenantId?}` → `{phoneSessionInfo: {sessionInfo}}`.
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let (key, identity) = try signedIn(app, call)
-        return try app.sendSMS(call, key, EnrollmentCode(key: key, identity: identity, info: try call.object("phoneEnrollmentInfo")))
+        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: try call.object("phoneEnrollmentInfo")))
     }
 
     /// `mfaEnrollment:start`'s send: beforeSendSms is told the number as given (an invalid one is refused first) and
     /// the signed-in user.
     struct EnrollmentCode: SMSSend {
-        let key: StoreKey
         let identity: TokenIdentity
         let info: JSONObject?
 
-        func recipient(_ app: PhoneAuthApp) throws -> SMSRecipient? {
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let phone = try PhoneNumber(parsing: info?["phoneNumber"]?.stringValue).e164
             return SMSRecipient(phone: phone, type: .mfaEnrollment, user: try app.emulator.user(for: identity))
         }
 
-        func send(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
             let sessionInfo = try app.emulator.startMFAEnrollment(
                 key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
                 clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
@@ -202,7 +201,7 @@ enum MFAEndpoints {
         let key = try call.storeKey()
         try app.emulator.checkMFAEnabled(key)
         let info = try call.object("phoneSignInInfo")
-        return try app.sendSMS(call, key, SignInCode(key: key, pendingCredential: try call.string("mfaPendingCredential"),
+        return try app.sendSMS(call, key, SignInCode(pendingCredential: try call.string("mfaPendingCredential"),
                                                      mfaEnrollmentId: try call.string("mfaEnrollmentId"),
                                                      credentials: Call.appCredentials(info), shape: .mfaSignInStart))
     }
@@ -212,7 +211,6 @@ enum MFAEndpoints {
     /// beforeSendSms is told the enrolled number and its user when the credential and enrollment resolve (else the
     /// send answers its own error, and no function is called).
     struct SignInCode: SMSSend {
-        let key: StoreKey
         let pendingCredential: String?
         let mfaEnrollmentId: String?
         let credentials: AppCredentials
@@ -220,13 +218,13 @@ enum MFAEndpoints {
         let shape: Shape
         enum Shape { case mfaSignInStart, sendVerificationCode }
 
-        func recipient(_ app: PhoneAuthApp) -> SMSRecipient? {
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) -> SMSRecipient? {
             guard let user = app.emulator.pendingMFAUser(key, pendingCredential: pendingCredential),
                   let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId })?.phoneInfo else { return nil }
             return SMSRecipient(phone: phone, type: .mfaSignIn, user: user)
         }
 
-        func send(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
             let sessionInfo = try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
                                                               clientIP: call.request.remoteAddress, credentials: credentials)
             switch shape {

@@ -9,7 +9,7 @@ enum SendVerificationCode {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
         // Built in place: the send carries what the request gave (no copy of the credentials on the hot path).
-        var send = Code(key: key, phone: try call.string("phoneNumber"),
+        var send = Code(phone: try call.string("phoneNumber"),
                         autoRetrievalHash: try call.object("autoRetrievalInfo")?["appSignatureHash"]?.stringValue)
         send.credentials.recaptchaToken = try call.string("recaptchaToken")
         send.credentials.captchaResponse = try call.string("captchaResponse")
@@ -24,7 +24,7 @@ enum SendVerificationCode {
             guard let (credential, enrollmentId) = app.emulator.resolveMaskedMFASignIn(key, maskedPhone: masked) else {
                 throw AuthError(.invalidPhoneNumber, "Invalid format.")
             }
-            return try app.sendSMS(call, key, MFAEndpoints.SignInCode(key: key, pendingCredential: credential, mfaEnrollmentId: enrollmentId,
+            return try app.sendSMS(call, key, MFAEndpoints.SignInCode(pendingCredential: credential, mfaEnrollmentId: enrollmentId,
                                                                      credentials: send.credentials, shape: .sendVerificationCode))
         }
         return try app.sendSMS(call, key, send)
@@ -33,17 +33,16 @@ enum SendVerificationCode {
     /// A first-factor code: beforeSendSms is told the number (an invalid one is refused first) and the account that
     /// has it, if any.
     struct Code: SMSSend {
-        let key: StoreKey
         let phone: String?
         let autoRetrievalHash: String?
         var credentials = AppCredentials()
 
-        func recipient(_ app: PhoneAuthApp) throws -> SMSRecipient? {
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let e164 = try PhoneNumber(parsing: phone).e164
             return SMSRecipient(phone: e164, type: .signIn, user: app.emulator.existingStore(key)?.read { $0.user(phone: e164) })
         }
 
-        func send(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
             reply(call, try app.emulator.sendVerificationCode(key, phoneNumber: phone, autoRetrievalHash: autoRetrievalHash,
                                                               clientIP: call.request.remoteAddress, credentials: credentials))
         }

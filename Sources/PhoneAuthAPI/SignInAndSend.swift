@@ -30,14 +30,14 @@ extension SignInAnswer {
     func refused(_ app: PhoneAuthApp, _ error: AuthError) {}
 }
 
-/// One SMS send, as `PhoneAuthApp.sendSMS` runs it.
+/// One SMS send, as `PhoneAuthApp.sendSMS` runs it (for the store `key`).
 protocol SMSSend: Sendable {
     /// Whom beforeSendSms is told about — the number, what the SMS is for, the account — read before anything is
     /// stored; asked only when a function is configured (it may throw what production refuses first). nil: no call
     /// (the send answers its own error).
-    func recipient(_ app: PhoneAuthApp) throws -> SMSRecipient?
+    func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient?
     /// The send (`Emulator`) and its reply.
-    func send(_ app: PhoneAuthApp, _ call: Call) throws -> Reply
+    func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply
 }
 
 struct SMSRecipient: Sendable {
@@ -109,10 +109,10 @@ extension PhoneAuthApp {
 
     /// The one entry point of every SMS send (see the top of this file).
     func sendSMS<S: SMSSend>(_ call: Call, _ key: StoreKey, _ sms: S) throws -> Reply {
-        guard blocking.anyTrigger(self, key, [.beforeSendSms]), let to = try sms.recipient(self) else { return try sms.send(self, call) }
+        guard blocking.anyTrigger(self, key, [.beforeSendSms]), let to = try sms.recipient(self, key) else { return try sms.send(self, call, key) }
         return try blocking.defer(self, call) { [self] in
             try blocking.beforeSendSms(self, call, key, phone: to.phone, type: to.type, user: to.user)
-            return try sms.send(self, call)
+            return try sms.send(self, call, key)
         }
     }
 }
