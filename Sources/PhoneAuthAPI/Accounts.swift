@@ -101,32 +101,21 @@ enum SignUp {
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
             throw AuthError(.adminOnlyOperation)
         }
-        if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
-            // beforeCreate then beforeSignIn on the user as it would be saved, off the loop, then save (BlockingCalls.swift).
-            let base = o
-            return try app.blocking.defer(app, call) {
-                let planned = try app.emulator.planSignUp(key, changes: changes)
-                let outcome = try app.blocking.signInHooks(app, call, key, user: planned, isNew: true,
-                                                           method: planned.isAnonymous ? .anonymous : .password)
-                let (user, refresh, provider, authTime) = try app.emulator.finishSignUp(key, planned, changes: outcome)
-                return try reply(app, key, base, user, refresh, provider, authTime, sessionClaims: outcome.sessionClaims)
-            }
-        }
-        // The user, its sign-in time and its refresh token: one transaction.
-        let (user, refresh, provider, authTime) = try app.emulator.signUp(key, changes: changes)
-        return try reply(app, key, o, user, refresh, provider, authTime, sessionClaims: nil)
+        return try app.signIn(call, key, .signUp(.init(changes: changes)), Answer())
     }
 
-    static func reply(_ app: PhoneAuthApp, _ key: StoreKey, _ base: JSONObject, _ user: UserRecord, _ refresh: String, _ provider: String,
-                      _ authTime: Int64, sessionClaims: JSONObject?) throws -> Reply {
-        var o = base
-        let id = try app.idToken(for: user, key: key, signInProvider: provider, authTime: authTime, sessionClaims: sessionClaims)
-        o["idToken"] = .string(id)
-        o["refreshToken"] = .string(refresh)
-        o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
-        o["localId"] = .string(user.localId)
-        o.set("email", user.email.map(JSON.string))
-        return Reply(.object(o))
+    /// The signed-up user's tokens (PhoneAuthCore/SignUp.swift: the user, its sign-in time and its refresh token in
+    /// one transaction).
+    struct Answer: SignInAnswer {
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            var o: JSONObject = ["kind": "identitytoolkit#SignupNewUserResponse"]
+            o["idToken"] = .string(idToken)
+            o["refreshToken"] = .string(s.refreshToken)
+            o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
+            o["localId"] = .string(s.user.localId)
+            o.set("email", s.user.email.map(JSON.string))
+            return Reply(.object(o))
+        }
     }
 }
 

@@ -15,13 +15,9 @@ import PhoneAuthCore
 /// waits at most about one deadline however long the queue. Flows without a trigger never come here: `trigger` answers
 /// nil after one atomic load until some configuration has named a function.
 ///
-/// The API other sign-in handlers use (three calls):
-/// - `app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn])` — false on the fast path;
-/// - `try app.blocking.defer(app, call) { … return Reply }` — runs the closure off the loop (with the request's
-///   durability scope) and answers the call with its reply or error;
-/// - inside it, `try app.blocking.signInHooks(app, call, key, user:, isNew:, method:)` — beforeCreate (new users)
-///   then beforeSignIn, returning the combined `Outcome` (user changes to apply in the second transaction, and
-///   `sessionClaims` for `app.idToken(…, sessionClaims:)`); no transaction may be open around it.
+/// Handlers never call this directly: the two flows a function can reach each have one entry point that decides
+/// once (SignInAndSend.swift) — `app.signIn` for every sign-in (beforeCreate / beforeSignIn through `signInHooks`,
+/// between the sign-in's two transactions) and `app.sendSMS` for every SMS send (`beforeSendSms`).
 public final class BlockingCalls: Sendable {
     public let timeoutMillis: Int
     public let threads: Int
@@ -225,15 +221,15 @@ public final class BlockingCalls: Sendable {
         return first
     }
 
-    /// beforeCreate (when `isNew`) then, unless the user is disabled by then, beforeSignIn — on `user` as it would be
-    /// saved. Returns the combined changes and session claims. Call from `defer`'s closure, no transaction open.
-    func signInHooks(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, user: UserRecord, isNew: Bool,
-                     method: BlockingSignInMethod, secondFactor: String? = nil) throws(AuthError) -> BlockingFunctions.Outcome {
+    /// beforeCreate (when the candidate is new) then, unless the user is disabled by then, beforeSignIn — on the user
+    /// as it would be saved. Returns the combined changes and session claims. The sign-in pipeline's hook
+    /// (`PhoneAuthApp.signIn`): runs on the pool, between the sign-in's transactions, with none open.
+    func signInHooks(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ candidate: SignInCandidate) throws(AuthError) -> BlockingFunctions.Outcome {
         var total = BlockingFunctions.Outcome()
-        var current = user
-        if isNew {
+        var current = candidate.user
+        if candidate.isNew {
             var ctx = context(.beforeCreate, call, key, user: current)
-            ctx.signInMethod = method
+            ctx.signInMethod = candidate.method
             if let o = try invoke(app, key, ctx) {
                 o.apply(to: &current)
                 total = total.then(o)
@@ -241,8 +237,8 @@ public final class BlockingCalls: Sendable {
         }
         if !current.disabled {
             var ctx = context(.beforeSignIn, call, key, user: current)
-            ctx.signInMethod = method
-            ctx.secondFactor = secondFactor
+            ctx.signInMethod = candidate.method
+            ctx.secondFactor = candidate.secondFactor
             if let o = try invoke(app, key, ctx) { total = total.then(o) }
         }
         return total
@@ -270,22 +266,4 @@ final class QueuedFlow: Sendable {
     init(waited: Int64) { wait = Locked(waited) }
     /// The wait, once (later calls of the same flow have their own whole deadline).
     func takeWait() -> Int64? { wait.withLock { w in defer { w = nil }; return w } }
-}
-
-extension PhoneAuthApp {
-    /// An ID token, with a blocking function's session claims for this sign-in only (never stored; reserved claim
-    /// names were refused when the reply was parsed).
-    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
-                 sessionClaims: JSONObject?) throws -> String {
-        let issuedAt = emulator.clock.nowSeconds()
-        if sessionClaims?.isEmpty ?? true,
-           let payload = TokenService.claimsJSON(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                                 issuedAt: issuedAt, secondFactorId: secondFactorId) {
-            return try tokens.sign(payloadJSON: payload)
-        }
-        // Session claims go in under the user's identity fields, as a custom token's claims do.
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                         issuedAt: issuedAt, secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject())
-        return try tokens.sign(claims)
-    }
 }

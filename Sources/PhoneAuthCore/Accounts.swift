@@ -203,27 +203,6 @@ extension Emulator {
         return user
     }
 
-    /// Client `signUp`: creates a user signed in now, with a refresh token, in one transaction. Returns the user,
-    /// its refresh token, the sign-in provider (`anonymous` or `password`) and the auth time (seconds).
-    public func signUp(_ key: StoreKey, changes: UserChanges) throws(AuthError) -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
-        let now = clock.nowMillis()
-        let authTime = clock.nowSeconds()
-        return try transaction(key) { tx throws(AuthError) in
-            try tx.checkTenantEnabled()
-            try checkUserQuota(tx.store)
-            var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
-            let provider = user.isAnonymous ? "anonymous" : "password"
-            user.lastLoginAt = authTime * 1000
-            user.lastRefreshAt = now
-            tx.save(user)
-            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: provider))
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: nil))
-            return (user, token, provider, authTime)
-        }
-    }
-
     /// What a new refresh token issued with an update says.
     public struct RefreshGrant: Sendable {
         public var signInProvider: String

@@ -185,14 +185,6 @@ struct StoreBudgets: Sendable {
     }
 }
 
-/// The outcome of `signInWithPhoneNumber`.
-public enum PhoneSignInOutcome: Sendable, Equatable {
-    /// Signed in; `refreshToken` was stored in the same durable transaction as the user.
-    case signedIn(user: UserRecord, isNewUser: Bool, refreshToken: String, authTime: Int64)
-    /// The number belongs to another user: production answers 200 with a temporary proof.
-    case conflict(phoneNumber: String, temporaryProof: String)
-}
-
 /// The emulator's state: every project and tenant, refresh tokens, the clock and the randomness.
 public final class Emulator: Sendable {
     public let clock: EmulatorClock
@@ -670,30 +662,9 @@ public final class Emulator: Sendable {
         return AuthError(.init(text))
     }
 
-    // MARK: signInWithPhoneNumber
+    // MARK: users
 
-    /// Verifies a code (or replays a temporary proof) and signs in, creates, links or re-authenticates a user.
-    /// - Parameter tokenUser: the verified identity of a request's `idToken` (link / re-auth), already checked.
-    public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
-                                      phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?,
-                                      clientIP: String? = nil) throws(AuthError) -> PhoneSignInOutcome {
-        let now = clock.nowMillis()
-        // One transaction: the consumed session, the user and its refresh token commit together or not at all.
-        // (With a blocking function configured the API splits this in two around the call: BlockingFunctionsFlows.swift.)
-        return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
-            let plan = try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
-                                           phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, clientIP: clientIP, now: now)
-            switch consume plan {
-            case .done(let outcome): return outcome
-            case .signIn(let user, let isNew, _): return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
-            }
-        }
-    }
-
-    /// A temporary proof (phone-number link conflict) is good for an hour; a store keeps the newest 256.
-    public static let temporaryProofLifetimeMillis: Int64 = 3_600_000
-    public static let maxTemporaryProofs = 256
-
+    /// An unused random uid.
     func newUserID(in s: AuthStore) -> String {
         while true {
             let id = random.userID()
