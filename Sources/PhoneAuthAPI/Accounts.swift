@@ -101,7 +101,7 @@ enum SignUp {
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
             throw AuthError(.adminOnlyOperation)
         }
-        return try app.signIn(call, key, .signUp(.init(changes: changes)), Answer())
+        return try app.signIn(call, key, .signUp(.init(changes: changes, clientIP: call.request.remoteAddress)), Answer())
     }
 
     /// The signed-up user's tokens (PhoneAuthCore/SignUp.swift: the user, its sign-in time and its refresh token in

@@ -168,7 +168,7 @@ enum CustomTokens {
             throw error
         }
         let answer = Answer(key: key, uid: Identifiers.printable(checked.grant.uid, limit: 64), format: checked.format)
-        return try app.signIn(call, key, .customToken(.init(grant: checked.grant)), answer)
+        return try app.signIn(call, key, .customToken(.init(grant: checked.grant, clientIP: call.request.remoteAddress)), answer)
     }
 
     /// The reply (its ID token carries the token's developer claims, then a beforeSignIn's session claims; neither sets

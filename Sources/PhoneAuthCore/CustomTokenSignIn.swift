@@ -41,7 +41,12 @@ extension SignInRequest {
     /// A checked custom token's grant (PhoneAuthAPI/CustomTokens.swift checks the token itself).
     public struct CustomToken: Sendable {
         public var grant: CustomTokenGrant
-        public init(grant: CustomTokenGrant) { self.grant = grant }
+        /// The caller's address (a new user counts against `protection.accountsPerIp`).
+        public var clientIP: String?
+        public init(grant: CustomTokenGrant, clientIP: String? = nil) {
+            self.grant = grant
+            self.clientIP = clientIP
+        }
     }
 }
 
@@ -72,6 +77,7 @@ extension SignInRequest.CustomToken: SignInMethod {
             user = existing
         } else {
             try e.checkUserQuota(tx.store)
+            try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
             user = try e.newUser(tx.store, tx.key, localId: grant.uid, changes: UserChanges(), now: now)
         }
         if let changes {

@@ -90,6 +90,7 @@ extension SignInRequest.Phone: SignInMethod {
         }
         if operation == "REAUTH" { throw AuthError(.userNotFound) }
         if let full = e.userQuotaError(tx.store) { throw full }
+        try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
         var user = UserRecord(localId: e.newUserID(in: tx.store), createdAt: now)
         user.phoneNumber = phone
         user.lastRefreshAt = now

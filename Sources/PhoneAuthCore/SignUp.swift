@@ -5,7 +5,12 @@ extension SignInRequest {
     /// handler checked the request and hashed the password).
     public struct SignUp: Sendable {
         public var changes: UserChanges
-        public init(changes: UserChanges) { self.changes = changes }
+        /// The caller's address (the new user counts against `protection.accountsPerIp`).
+        public var clientIP: String?
+        public init(changes: UserChanges, clientIP: String? = nil) {
+            self.changes = changes
+            self.clientIP = clientIP
+        }
     }
 }
 
@@ -15,6 +20,7 @@ extension SignInRequest.SignUp: SignInMethod {
     func plan(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, hooked: Bool) throws(AuthError) -> SignInStep<UserRecord> {
         try tx.checkTenantEnabled()
         try e.checkUserQuota(tx.store)
+        try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
         var user = try e.newUser(tx.store, tx.key, localId: nil, changes: changes, now: now)
         user.lastLoginAt = now / 1000 * 1000
         user.lastRefreshAt = now
