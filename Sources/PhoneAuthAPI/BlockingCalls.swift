@@ -230,6 +230,7 @@ public final class BlockingCalls: Sendable {
         if candidate.isNew {
             var ctx = context(.beforeCreate, call, key, user: current)
             ctx.signInMethod = candidate.method
+            ctx.federated = candidate.federated
             if let o = try invoke(app, key, ctx) {
                 o.apply(to: &current)
                 total = total.then(o)
@@ -239,6 +240,7 @@ public final class BlockingCalls: Sendable {
             var ctx = context(.beforeSignIn, call, key, user: current)
             ctx.signInMethod = candidate.method
             ctx.secondFactor = candidate.secondFactor
+            ctx.federated = candidate.federated
             if let o = try invoke(app, key, ctx) { total = total.then(o) }
         }
         return total

@@ -49,6 +49,9 @@ struct ErrorWire: Sendable, Equatable {
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")
+        // What the emulator does not do: the text alone (the official emulator's NotImplementedError; the JS SDK turns
+        // it into `auth/<the-text-dashed>` there and here alike).
+        case .notImplemented: self.init(http: 501, reason: "unimplemented", message: e.detail ?? "Not implemented.")
         // A function that timed out, could not be reached or answered non-JSON: the official emulator's InternalError.
         case .blockingFunctionErrorResponse where BlockingFunctions.isInternal(e.detail):
             self.init(http: 500, reason: "backendError", message: e.description)

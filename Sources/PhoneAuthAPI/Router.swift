@@ -180,6 +180,8 @@ enum Router {
                  "`{oobCode, newPassword}` sets the password; without `newPassword` checks the code", ResetPassword.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", .client, .json, .offload, v3: "verifyCustomToken",
                  "sign in / sign up with a custom token (unsigned or RS256, signature not checked); `claims` go into the ID tokens", CustomTokens.signIn),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp", .client, .json, .offload, v3: "verifyAssertion",
+                 "federated sign-in / sign-up / link (`idToken`): `postBody` `providerId=…&id_token=…` (JSON claims or a JWT, not verified), `access_token`, `nonce`, SAML", SignInWithIdp.handle),
         RouteRow("GET", "/www.googleapis.com/identitytoolkit/v3/relyingparty/getProjectConfig", .client, .none, .loop,
                  "the iOS SDK's project config (`projectId`, `authorizedDomains`)", Status.projects),
         RouteRow("POST", "/securetoken.googleapis.com/v1/token", .apiKey, .jsonOrForm, .offload,

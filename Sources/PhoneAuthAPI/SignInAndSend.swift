@@ -21,6 +21,9 @@ protocol SignInAnswer: Sendable {
     func reply(_ app: PhoneAuthApp, _ call: Call, ended outcome: SignInOutcome) throws -> Reply
     /// Sees every error the sign-in answers (to log it). Default: nothing.
     func refused(_ app: PhoneAuthApp, _ error: AuthError)
+    /// A reply instead of the error (`signInWithIdp`'s `returnIdpCredential`: 200 with `errorMessage`); nil: the error
+    /// is answered. Default: nil.
+    func recover(_ app: PhoneAuthApp, _ call: Call, _ error: AuthError) -> Reply?
 }
 
 extension SignInAnswer {
@@ -28,6 +31,7 @@ extension SignInAnswer {
         throw AuthError.internalError("unexpected sign-in outcome")
     }
     func refused(_ app: PhoneAuthApp, _ error: AuthError) {}
+    func recover(_ app: PhoneAuthApp, _ call: Call, _ error: AuthError) -> Reply? { nil }
 }
 
 /// One SMS send, as `PhoneAuthApp.sendSMS` runs it (for the store `key`).
@@ -62,11 +66,13 @@ extension PhoneAuthApp {
                     }
                     return try answerSignIn(call, key, outcome, answer)
                 } catch let error as AuthError {
+                    if let r = answer.recover(self, call, error) { return r }
                     answer.refused(self, error)
                     throw error
                 }
             }
         } catch let error as AuthError {
+            if let r = answer.recover(self, call, error) { return r }
             answer.refused(self, error)
             throw error
         }

@@ -171,6 +171,15 @@ public struct TenantSettings: Sendable, Equatable {
     public var enableAnonymousUser = true
     public var extra = JSONObject()
     public init() {}
+
+    /// A tenant that came into being by being used (not through the tenants API): every sign-in method on, email
+    /// link included, as the official emulator's tenants made on the fly. The tenants API's default leaves email
+    /// link off, as production's.
+    public static let createdOnFirstUse: TenantSettings = {
+        var t = TenantSettings()
+        t.enableEmailLinkSignin = true
+        return t
+    }()
 }
 
 extension Emulator {

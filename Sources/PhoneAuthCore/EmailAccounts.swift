@@ -20,7 +20,7 @@ extension Emulator {
         switch try signIn(key, .password(.init(localId: localId, verifiedHash: verifiedHash, secondFactorExpected: false, upgrade: upgrade))) {
         case .signedIn(let s): return .signedIn(user: s.user, refreshToken: s.refreshToken, authTime: s.authTime)
         case .secondFactorRequired(let user, let outcome): return .secondFactorRequired(user: user, outcome: outcome)
-        case .phoneLinkConflict: throw AuthError.internalError("a password sign-in has no link conflict")
+        case .phoneLinkConflict, .needConfirmation: throw AuthError.internalError("a password sign-in ends signed in or owing a factor")
         }
     }
 

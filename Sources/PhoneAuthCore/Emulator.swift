@@ -25,7 +25,7 @@ public final class StoreBox: Sendable {
         self.events = events
         self.budgets = budgets
         self.userFields = userFields
-        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings())
+        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse)
         store.implicitTenant = implicit && key.tenantId != nil
         state = Locked(GuardedStore(store: store))
     }

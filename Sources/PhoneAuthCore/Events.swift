@@ -40,6 +40,8 @@ public enum EventPayload: Sendable, Equatable {
     case sessionExpired(phoneNumber: String, session: SessionID)
     case userCreated(uid: String, phoneNumber: String?, email: String?, provider: String)
     case userUpdated(uid: String, fields: [String])
+    /// A federated identity (`google.com`, `oidc.x`, …) was linked to an existing user.
+    case userLinked(uid: String, provider: String)
     case userDisabled(uid: String)
     case userEnabled(uid: String)
     case userDeleted(uid: String)
@@ -71,6 +73,7 @@ public enum EventPayload: Sendable, Equatable {
         case .sessionExpired: "session.expired"
         case .userCreated: "user.created"
         case .userUpdated: "user.updated"
+        case .userLinked: "user.linked"
         case .userDisabled: "user.disabled"
         case .userEnabled: "user.enabled"
         case .userDeleted: "user.deleted"
@@ -94,7 +97,7 @@ public enum EventPayload: Sendable, Equatable {
 
     /// Every type, for validating filters.
     public static let types: [String] = [
-        "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
+        "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.linked", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
         "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
@@ -144,6 +147,8 @@ public enum EventPayload: Sendable, Equatable {
             string("uid", uid); optional("phoneNumber", phone); optional("email", email); string("provider", provider)
         case .userUpdated(let uid, let fields):
             string("uid", uid); strings("fields", fields)
+        case .userLinked(let uid, let provider):
+            string("uid", uid); string("provider", provider)
         case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid):
             string("uid", uid)
         case .tokensIssued(let uid, let provider, let second):
@@ -554,6 +559,7 @@ extension EventPayload {
         case .codeVerified(let phone, _, _), .sessionExpired(let phone, _), .codeRejected(let phone, _, _, _, _): return s(phone)
         case .userCreated(let uid, let phone, let email, let provider): return s(uid) + o(phone) + o(email) + s(provider)
         case .userUpdated(let uid, let fields): return s(uid) + a(fields)
+        case .userLinked(let uid, let provider): return s(uid) + s(provider)
         case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid),
              .sessionCookieCreated(let uid, _):
             return s(uid)

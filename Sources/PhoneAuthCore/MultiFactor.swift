@@ -658,7 +658,7 @@ extension SignInRequest.MFAFinalize: SignInMethod {
               session.expiresAt.map({ now < $0 }) ?? true, let user = tx.store.users[p.localId], !user.disabled,
               user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber })
         else { return .proceed(nil) }
-        return .proceed(SignInCandidate(user: user, isNew: false, method: BlockingSignInMethod(rawValue: p.signInProvider) ?? .password,
+        return .proceed(SignInCandidate(user: user, isNew: false, method: BlockingSignInMethod(rawValue: p.signInProvider),
                                         secondFactor: "phone"))
     }
 

@@ -172,7 +172,7 @@ extension Emulator {
         switch try signIn(key, .phone(request)) {
         case .signedIn(let s): return .signedIn(user: s.user, isNewUser: s.isNewUser, refreshToken: s.refreshToken, authTime: s.authTime)
         case .phoneLinkConflict(let phone, let proof): return .conflict(phoneNumber: phone, temporaryProof: proof)
-        case .secondFactorRequired: throw AuthError.internalError("a phone sign-in owes no second factor")
+        case .secondFactorRequired, .needConfirmation: throw AuthError.internalError("a phone sign-in owes no second factor")
         }
     }
 }

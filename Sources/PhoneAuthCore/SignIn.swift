@@ -41,6 +41,8 @@ public enum SignInRequest: Sendable {
     case signUp(SignUp)
     /// `mfaSignIn:finalize` with an SMS code (MultiFactor.swift).
     case mfaFinalize(MFAFinalize)
+    /// `accounts:signInWithIdp`, the credential already parsed (IdpSignIn.swift).
+    case idp(Idp)
 
     static let createThenSignIn: [BlockingEvent] = [.beforeCreate, .beforeSignIn]
     static let signInOnly: [BlockingEvent] = [.beforeSignIn]
@@ -48,7 +50,7 @@ public enum SignInRequest: Sendable {
     /// The blocking-function events this sign-in may call: with none of them configured it runs as one transaction.
     public var blockingEvents: [BlockingEvent] {
         switch self {
-        case .phone, .customToken, .signUp: Self.createThenSignIn
+        case .phone, .customToken, .signUp, .idp: Self.createThenSignIn
         case .password(let p): p.secondFactorExpected ? [] : Self.signInOnly  // beforeSignIn then runs at mfaSignIn:finalize
         case .mfaFinalize: Self.signInOnly
         }
@@ -69,6 +71,8 @@ public struct SignInCandidate: Sendable {
     public var method: BlockingSignInMethod
     /// `"phone"` after an SMS second factor.
     public var secondFactor: String? = nil
+    /// A federated sign-in's credential and raw profile.
+    public var federated: FederatedCredential? = nil
 }
 
 /// A committed sign-in: the user as saved and the session's refresh token (stored in the same transaction), with
@@ -87,6 +91,8 @@ public struct SignedIn: Sendable, Equatable {
     public var developerClaims: String?
     /// A beforeSignIn function's session claims: in this sign-in's ID token only, never stored.
     public var sessionClaims: JSONObject?
+    /// A federated sign-in found the user by its email, and the user had another identity of the same provider.
+    public var emailRecycled = false
 }
 
 /// How a sign-in ended.
@@ -96,6 +102,9 @@ public enum SignInOutcome: Sendable, Equatable {
     case phoneLinkConflict(phoneNumber: String, temporaryProof: String)
     /// A first factor passed by an enrolled user: no tokens, a pending credential (`FirstFactorOutcome.mfaRequired`).
     case secondFactorRequired(user: UserRecord, FirstFactorOutcome)
+    /// A federated identity whose (unverified) email belongs to another account: nothing changed; the client signs in
+    /// to that account first (`needConfirmation`). `verifiedProviders`: its federated providers (nil: it has none at all).
+    case needConfirmation(localId: String, verifiedProviders: [String]?)
 }
 
 /// What a plan decided.
@@ -140,6 +149,7 @@ extension Emulator {
         case .customToken(let m): try run(key, m, hook: hook)
         case .signUp(let m): try run(key, m, hook: hook)
         case .mfaFinalize(let m): try run(key, m, hook: hook)
+        case .idp(let m): try run(key, m, hook: hook)
         }
     }
 

@@ -219,6 +219,7 @@ final class EventLogTests: XCTestCase {
              #""uid":"u\"1","phoneNumber":"+15550001111","provider":"phone""#),
             (.userCreated(uid: "u1", phoneNumber: nil, email: "a@b.c", provider: "password"), #""uid":"u1","email":"a@b.c","provider":"password""#),
             (.userUpdated(uid: "u1", fields: ["email", "mfaInfo"]), #""uid":"u1","fields":["email","mfaInfo"]"#),
+            (.userLinked(uid: "u1", provider: "google.com"), #""uid":"u1","provider":"google.com""#),
             (.userDisabled(uid: "u1"), #""uid":"u1""#), (.userEnabled(uid: "u1"), #""uid":"u1""#),
             (.userDeleted(uid: "u1"), #""uid":"u1""#), (.tokensRefreshed(uid: "u1"), #""uid":"u1""#),
             (.tokensRevoked(uid: "u1"), #""uid":"u1""#),

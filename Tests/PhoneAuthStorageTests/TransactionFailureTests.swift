@@ -125,7 +125,7 @@ final class TransactionFailureTests: XCTestCase {
     static func view(_ e: Emulator, _ key: StoreKey) -> StoreView {
         guard let box = e.existingStore(key) else {
             // What a first use would create.
-            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings(),
+            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse,
                              implicit: key.tenantId != nil)
         }
         return box.read { s in
