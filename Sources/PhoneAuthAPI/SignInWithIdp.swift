@@ -107,16 +107,11 @@ struct IdpCredential: Sendable {
     static let maxEchoedBytes = 2048
 
     init(_ call: Call) throws(AuthError) {
-        // Either spelling (the official emulator takes snake_case bodies too).
-        func field(_ camel: String, _ snake: String) throws(AuthError) -> String? {
-            if let v = try call.string(camel) { return v }
-            return try call.string(snake)
-        }
-        guard let requestUri = try field("requestUri", "request_uri"), !requestUri.isEmpty else {
+        guard let requestUri = try call.string("requestUri"), !requestUri.isEmpty else {
             throw AuthError(.missingRequestUri)
         }
         guard CreateAuthUri.isAbsoluteURI(requestUri) else { throw AuthError(.invalidRequestUri) }
-        let params = Self.parameters(requestUri: requestUri, postBody: try field("postBody", "post_body"))
+        let params = Self.parameters(requestUri: requestUri, postBody: try call.string("postBody"))
         func param(_ name: String) -> String? {
             guard let v = params.pairs.first(where: { $0.0 == name })?.1, !v.isEmpty else { return nil }
             return v

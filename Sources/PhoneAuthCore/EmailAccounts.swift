@@ -53,7 +53,7 @@ extension Emulator {
     /// A password-reset code is `INVALID_OOB_CODE` here (and stays usable for `resetPassword`).
     public func applyOobCode(_ key: StoreKey, code: String) throws(AuthError) -> (OobCode, UserRecord) {
         try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
-            guard c.requestType != .passwordReset else { throw AuthError(.invalidOobCode) }
+            guard c.requestType == .verifyEmail || c.requestType == .verifyAndChangeEmail else { throw AuthError(.invalidOobCode) }
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
             let old = user
@@ -65,7 +65,7 @@ extension Emulator {
                 if let owner = tx.store.emailIndex[newEmail], owner != user.localId { throw AuthError(.emailExists) }
                 user.email = newEmail.lowercased()
                 user.emailVerified = true
-            case .passwordReset:
+            case .passwordReset, .emailSignIn:
                 break
             }
             tx.save(user)

@@ -309,6 +309,13 @@ public final class Emulator: Sendable {
                  budgets: budgets, userFields: userFields)
     }
 
+    /// Every existing store for `tenantId` (nil: the projects themselves), the default project's first.
+    func existingStores(tenantId: String?) -> [StoreBox] {
+        let registered = stores.withLock { r in r.boxes.values.filter { $0.key.tenantId == tenantId && $0 !== defaultStore } }
+        if tenantId == nil { return [defaultStore] + registered }
+        return registered
+    }
+
     /// The store if it exists; never creates one (reads of never-used projects answer from defaults).
     public func existingStore(_ key: StoreKey) -> StoreBox? {
         if key.tenantId == nil && key.projectId == defaultProjectId { return defaultStore }

@@ -19,7 +19,7 @@ import EmulatorSupport
 // configured, and then runs the whole sign-in on the blocking pool) the plan commits on its own, the functions run with no lock held,
 // and the commit re-checks.
 //
-// Adding a sign-in (federated `signInWithIdp`, email link, TOTP finalize, …) is one new case:
+// Adding a sign-in (TOTP finalize, …) is one new case (IdpSignIn.swift and EmailLinkSignIn.swift are examples):
 // 1. a struct nested in `SignInRequest` holding what the handler parsed and verified outside the lock, conforming to
 //    `SignInMethod` in the file of its flow: `plan` (checks, consumes, decides: `.proceed(decision)` or
 //    `.done(outcome)`), `candidate` (what the functions see; nil: they are not called) and `commit` (with `changes`
@@ -43,6 +43,8 @@ public enum SignInRequest: Sendable {
     case mfaFinalize(MFAFinalize)
     /// `accounts:signInWithIdp`, the credential already parsed (IdpSignIn.swift).
     case idp(Idp)
+    /// `accounts:signInWithEmailLink` (EmailLinkSignIn.swift).
+    case emailLink(EmailLink)
 
     static let createThenSignIn: [BlockingEvent] = [.beforeCreate, .beforeSignIn]
     static let signInOnly: [BlockingEvent] = [.beforeSignIn]
@@ -50,7 +52,7 @@ public enum SignInRequest: Sendable {
     /// The blocking-function events this sign-in may call: with none of them configured it runs as one transaction.
     public var blockingEvents: [BlockingEvent] {
         switch self {
-        case .phone, .customToken, .signUp, .idp: Self.createThenSignIn
+        case .phone, .customToken, .signUp, .idp, .emailLink: Self.createThenSignIn
         case .password(let p): p.secondFactorExpected ? [] : Self.signInOnly  // beforeSignIn then runs at mfaSignIn:finalize
         case .mfaFinalize: Self.signInOnly
         }
@@ -150,6 +152,7 @@ extension Emulator {
         case .signUp(let m): try run(key, m, hook: hook)
         case .mfaFinalize(let m): try run(key, m, hook: hook)
         case .idp(let m): try run(key, m, hook: hook)
+        case .emailLink(let m): try run(key, m, hook: hook)
         }
     }
 
