@@ -62,7 +62,8 @@ struct ErrorWire: Sendable, Equatable {
 
     static func httpStatus(_ code: AuthError.Code) -> Int {
         switch code {
-        case .tenantNotFound: 404
+        case .tenantNotFound, .configurationNotFound: 404
+        case .configurationExists: 409
         case .permissionDenied: 403
         case .resourceExhausted: 429
         case .notImplemented: 501
@@ -74,7 +75,8 @@ struct ErrorWire: Sendable, Equatable {
 
     static func reason(_ code: AuthError.Code) -> String {
         switch code {
-        case .tenantNotFound: "notFound"
+        case .tenantNotFound, .configurationNotFound: "notFound"
+        case .configurationExists: "conflict"
         case .permissionDenied: "forbidden"
         case .resourceExhausted: "rateLimitExceeded"
         case .notImplemented: "unimplemented"

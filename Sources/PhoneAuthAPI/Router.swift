@@ -70,8 +70,10 @@ struct PathParams: Sendable, Equatable {
     var file: String?
     /// `{snapshot}`: a snapshot's name (checked by its handler).
     var snapshot: String?
+    /// `{config}`: a provider configuration's id (checked by its handler).
+    var config: String?
 
-    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot }
+    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot, config }
 
     subscript(name: Name) -> String? {
         get {
@@ -80,6 +82,7 @@ struct PathParams: Sendable, Equatable {
             case .tenant: tenant
             case .file: file
             case .snapshot: snapshot
+            case .config: config
             }
         }
         set {
@@ -88,6 +91,7 @@ struct PathParams: Sendable, Equatable {
             case .tenant: tenant = newValue
             case .file: file = newValue
             case .snapshot: snapshot = newValue
+            case .config: config = newValue
             }
         }
     }
@@ -231,6 +235,38 @@ enum Router {
                  "production Admin API config, incl. `signIn.phoneNumber.testPhoneNumbers`", AdminConfig.get),
         RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}/config", .admin, .json, .loop,
                  "PATCH with `?updateMask=`", AdminConfig.patch),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?oauthIdpConfigId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.oauth)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.oauth)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.oauth)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.oauth)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.oauth)),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?inboundSamlConfigId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.saml)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.saml)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.saml)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.saml)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.saml)),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?idpId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.defaultSupported)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.defaultSupported)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/defaultSupportedIdps", .admin, .none, .loop,
+                 "the providers a `defaultSupportedIdpConfigs` may name", IdpConfigEndpoints.supported),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .none, .loop,
                  "list tenants", Tenants.list),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .json, .loop,

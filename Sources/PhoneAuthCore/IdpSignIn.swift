@@ -93,6 +93,7 @@ extension SignInRequest.Idp: SignInMethod {
     /// user keeps the uid and creation time they saw, and is not counted again.
     private func decide(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, planned: Decision?) throws(AuthError) -> SignInStep<Decision> {
         try tx.checkTenantEnabled()
+        try tx.store.config.checkProviderEnabled(profile.providerId)
         let p = profile
         let oneAccountPerEmail = !tx.store.config.allowDuplicateEmails
         let holder = tx.store.user(providerId: p.providerId, rawId: p.rawId)
