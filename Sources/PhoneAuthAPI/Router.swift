@@ -290,6 +290,15 @@ enum Router {
                  "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
         RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,
                  "mint reCAPTCHA / Play Integrity tokens", EmulatorControls.mintCredential),
+
+        // The provider page the SDKs open for popup, redirect and mobile provider sign-ins (ProviderPage.swift).
+        RouteRow("GET", "/emulator/auth/handler", .open, .none, .bulk,
+                 "the account chooser (`?apiKey=&providerId=&authType=&…`): lists the provider's users (at most 100, newest first), adds new ones, hands the result back to the SDK",
+                 ProviderPage.handler),
+        RouteRow("GET", "/emulator/auth/iframe", .open, .none, .loop,
+                 "the JS SDK's helper iframe (Google's gapi channel)", ProviderPage.iframe),
+        RouteRow("GET", "/emulator/auth/assets/{file}", .open, .none, .loop,
+                 "the provider page's script and style sheet (embedded; ETag)", ProviderPage.asset),
     ]
 
     /// The table, compiled once.
