@@ -294,18 +294,23 @@ def test_advancing_the_clock_expires_a_pending_code(browser, emu, events_availab
     assert problems(browser, events_available) == []
 
 
+def open_user(driver, emu, uid):
+    """Users: searches for `uid` and opens its details."""
+    open_view(driver, emu, "users")
+    view_ready(driver, "users")
+    q = driver.find_element(By.ID, "users-q")
+    q.clear()
+    q.send_keys(uid)
+    driver.find_element(By.CSS_SELECTOR, "#users-search button").click()
+    click(driver, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
+    WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+
+
 @browser_only
 def test_claims_edited_in_users_are_in_the_next_id_token(browser, emu, events_available):
     signed = emu.sign_in("+16505554567", FICTIONAL_CODE)
     uid = signed["localId"]
-    open_view(browser, emu, "users")
-    view_ready(browser, "users")
-    q = browser.find_element(By.ID, "users-q")
-    q.clear()
-    q.send_keys(uid)
-    browser.find_element(By.CSS_SELECTOR, "#users-search button").click()
-    click(browser, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
-    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+    open_user(browser, emu, uid)
     claims = browser.find_element(By.ID, "claims")
     # Refused in the page before anything is sent: a reserved name.
     claims.clear()
@@ -409,14 +414,14 @@ def test_users_show_providers_and_a_test_provider_user_signs_in(browser, emu, ev
         "localId": uid, "linkProviderUserInfo": {"providerId": "google.com", "rawId": "g-console-1", "email": "<b>g@example.com</b>"}})
     assert r.status_code == 200, r.text
     has_idp = emu.itk("signInWithIdp", {}).status_code != 404
-    open_view(browser, emu, "users")
-    view_ready(browser, "users")
-    q = browser.find_element(By.ID, "users-q")
-    q.clear()
-    q.send_keys(uid)
-    browser.find_element(By.CSS_SELECTOR, "#users-search button").click()
-    WebDriverWait(browser, WAIT).until(lambda d: "google.com" in d.find_element(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"]').text)
-    click(browser, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
+    open_user(browser, emu, uid)
+
+    def providers_cell(d):  # the row is re-rendered when a live event arrives
+        try:
+            return d.find_element(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] td:nth-child(5)').text
+        except (StaleElementReferenceException, NoSuchElementException):
+            return ""
+    WebDriverWait(browser, WAIT).until(lambda d: providers_cell(d) == "phone, google.com")
     WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]'))
     google = browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]').text
     assert "g-console-1" in google and "<b>g@example.com</b>" in google  # as text

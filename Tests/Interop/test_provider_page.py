@@ -15,16 +15,14 @@ import http.server
 import json
 import os
 import re
-import socketserver
 import ssl
 import tempfile
 import threading
 import urllib.parse
 
 import pytest
-import requests
 
-from conftest import Emulator, HAVE_BROWSER, headless_chromium
+from conftest import HAVE_BROWSER, SDK_IMPORTS, headless_chromium
 
 if HAVE_BROWSER:
     from selenium.webdriver.chrome.options import Options
@@ -55,33 +53,28 @@ def js_json(value):
 
 # -- servers --------------------------------------------------------------------------------------------------------
 
-def serve_threaded(server):
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+class Site:
+    """A small web server on 127.0.0.1: registered paths, plus the files below `directory` under /node_modules/ (the
+    SDK's modules); over TLS with `tls` (certificate and key files)."""
 
-
-class Pages:
-    """An app origin: serves registered pages (and, with FIREBASE_SDK_DIR, the SDK's modules)."""
-
-    def __init__(self):
-        self.pages = {}
-        pages = self.pages
+    def __init__(self, directory=None, tls=None):
+        self.files = {}
+        files = self.files
 
         class Handler(http.server.SimpleHTTPRequestHandler):
             def __init__(self, *a, **kw):
-                super().__init__(*a, directory=SDK or HERE, **kw)
+                super().__init__(*a, directory=directory or HERE, **kw)
 
             def do_GET(self):  # noqa: N802 - http.server's name
                 path = self.path.split("?", 1)[0]
-                if path in pages:
-                    body = pages[path].encode()
+                if path in files:
+                    content_type, body = files[path]
                     self.send_response(200)
-                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
-                elif SDK and path.startswith("/node_modules/"):
+                elif directory and path.startswith("/node_modules/"):
                     super().do_GET()
                 else:
                     self.send_error(404)
@@ -92,13 +85,21 @@ class Pages:
             def log_message(self, *a):
                 pass
 
-        self.server = serve_threaded(socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler))
-        # Same site as the emulator (127.0.0.1, another port): the iframe then shares sessionStorage with the
-        # handler's tab, as on a developer's machine (localhost:3000 and localhost:9099).
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.server = server
+        self.port = server.server_address[1]
+        # For the app: the same site as the emulator (127.0.0.1, another port), so the iframe shares sessionStorage
+        # with the handler's tab, as on a developer's machine (localhost:3000 and localhost:9099).
+        self.origin = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
-    def add(self, path, html):
-        self.pages[path] = html
+    def add(self, path, body, content_type="text/html; charset=utf-8"):
+        self.files[path] = (content_type, body.encode() if isinstance(body, str) else body)
         return self.origin + path
 
     def close(self):
@@ -119,32 +120,15 @@ def fake_google():
             .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName("apis.google.com")]), False).sign(key, hashes.SHA256()))
     d = tempfile.mkdtemp(prefix="fake-google-")
-    with open(os.path.join(d, "cert.pem"), "wb") as f:
+    paths = (os.path.join(d, "cert.pem"), os.path.join(d, "key.pem"))
+    with open(paths[0], "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(os.path.join(d, "key.pem"), "wb") as f:
+    with open(paths[1], "wb") as f:
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    site = Site(tls=paths)
     with open(os.path.join(HERE, "fixtures", "fake_gapi.js"), "rb") as f:
-        script = f.read()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            if self.path.split("?", 1)[0] != "/js/api.js":
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/javascript")
-            self.send_header("Content-Length", str(len(script)))
-            self.end_headers()
-            self.wfile.write(script)
-
-        def log_message(self, *a):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(d, "cert.pem"), os.path.join(d, "key.pem"))
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    return serve_threaded(server)
+        site.add("/js/api.js", f.read(), "text/javascript")
+    return site
 
 
 def make_browser(gapi_port, width=900, height=800):
@@ -155,31 +139,23 @@ def make_browser(gapi_port, width=900, height=800):
                              "--ignore-certificate-errors", "--disable-popup-blocking", options=opts)
 
 
-@pytest.fixture(scope="module")
-def emu():
-    e = Emulator()
-    yield e
-    e.stop()
+def closing(make):
+    """A module fixture of what `make()` returns, closed at the end."""
+    @pytest.fixture(scope="module")
+    def fixture():
+        thing = make()
+        yield thing
+        thing.close()
+    return fixture
 
 
-@pytest.fixture(scope="module")
-def google():
-    s = fake_google()
-    yield s
-    s.shutdown()
-    s.server_close()
-
-
-@pytest.fixture(scope="module")
-def pages():
-    p = Pages()
-    yield p
-    p.close()
+google = closing(fake_google)
+pages = closing(lambda: Site(directory=SDK))
 
 
 @pytest.fixture(scope="module")
 def browser(google):
-    d = make_browser(google.server_address[1])
+    d = make_browser(google.port)
     yield d
     d.quit()
 
@@ -509,7 +485,7 @@ def test_the_page_refuses_what_it_cannot_finish(browser, emu):
 
 
 def test_the_chooser_fits_a_phone_screen(google, emu):
-    d = make_browser(google.server_address[1])
+    d = make_browser(google.port)
     try:
         d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 375, "height": 740, "deviceScaleFactor": 2, "mobile": True})
         d.get(f"{emu.url}/emulator/auth/handler?apiKey={KEY}&appName=x&providerId=google.com&authType=signInViaRedirect&redirectUrl=http://127.0.0.1/")
@@ -526,15 +502,6 @@ def test_the_chooser_fits_a_phone_screen(google, emu):
 
 # -- the real JS SDK (FIREBASE_SDK_DIR) -----------------------------------------------------------------------------
 
-SDK_IMPORTS = {
-    "@firebase/app": "/node_modules/@firebase/app/dist/esm/index.esm.js",
-    "@firebase/auth": "/node_modules/@firebase/auth/dist/esm/index.js",
-    "@firebase/util": "/node_modules/@firebase/util/dist/index.esm.js",
-    "@firebase/component": "/node_modules/@firebase/component/dist/esm/index.esm.js",
-    "@firebase/logger": "/node_modules/@firebase/logger/dist/esm/index.esm.js",
-    "idb": "/node_modules/idb/build/index.js",
-    "tslib": "/node_modules/tslib/tslib.es6.mjs",
-}
 
 SDK_PAGE = """<!doctype html><html><head><meta charset="utf-8"><script type="importmap">{"imports": %(imports)s}</script></head>
 <body><button id="go" disabled>Sign in</button><pre id="out">running</pre>
@@ -599,7 +566,7 @@ def new_account_on_the_official_page(driver, email):
 def sdk_flow(google, pages, emulator_url, mode, add_account):
     """signInWithPopup / signInWithRedirect of the real SDK through `emulator_url`'s provider page, a new account added
     by `add_account`: what the app got, and the bodies the SDK posted to signInWithIdp."""
-    d = make_browser(google.server_address[1])
+    d = make_browser(google.port)
     try:
         d.execute_cdp_cmd("Network.enable", {})
         url = pages.add(f"/sdk-{mode}.html", SDK_PAGE % {"imports": json.dumps(SDK_IMPORTS), "emu": json.dumps(emulator_url), "key": json.dumps(KEY)})

@@ -3,22 +3,8 @@ import EmulatorSupport
 import XCTest
 
 /// `idp sign-in` and `users create --provider`: the requests they build, and their usage errors before any request
-/// (an unreachable emulator proves none was made: a usage error is 64, a connection failure 1).
-final class ProviderCommandsTests: XCTestCase {
-    let nowhere = ["--emulator", "http://127.0.0.1:1", "--project", "p"]
-
-    func run(_ args: [String]) -> (Int32, String, String) {
-        var out = "", err = ""
-        let ctx = CLIContext(environment: { _ in nil }, stdinIsTerminal: false, readLine: { nil },
-                             out: { out += $0 + "\n" }, err: { err += $0 + "\n" })
-        return (CLI.run(args, context: ctx), out, err)
-    }
-
-    func parse(_ words: [String], _ args: [String]) throws -> Arguments {
-        let c = try XCTUnwrap(CLI.commands.first { $0.words == words })
-        return try Arguments.parse(args, valued: CLI.globalValued.union(c.valued), boolean: CLI.globalBoolean.union(c.boolean))
-    }
-
+/// (the helpers and the unreachable emulator are AccountCommandsTests').
+extension AccountCommandsTests {
     /// The claims inside a body's postBody `id_token`, and the postBody's other fields.
     func postBody(_ body: JSONObject) throws -> (claims: JSON, fields: [(String, String)]) {
         let text = try XCTUnwrap(body["postBody"]?.stringValue)
