@@ -71,7 +71,7 @@ enum ProviderPage {
         }
         let project = app.apiKeyProjects[apiKey] ?? app.emulator.defaultProjectId
         var data = JSONObject()
-        if app.adminToken != nil {
+        if app.adminToken != nil && !call.privileged {
             // Behind --admin-token the users of a project are for its holder only, and a browser cannot send it.
             data["withheld"] = "admin-token"
         } else if call.foreignOrigin {
@@ -83,8 +83,8 @@ enum ProviderPage {
             data["total"] = .int(Int64(listing.total))
             data["limit"] = .int(Int64(maxListed))
         }
-        guard let page = ProviderPageAssets.files["handler.html"] else { throw AuthError(.routeNotFound) }
-        return Reply(status: 200, raw: fill(page.bytes, with: scriptSafe(JSON.object(data).serialized())), contentType: htmlType,
+        guard let (head, tail) = handlerTemplate else { throw AuthError(.routeNotFound) }
+        return Reply(status: 200, raw: head + scriptSafe(JSON.object(data).serialized()) + tail, contentType: htmlType,
                      headers: headers(csp: handlerCSP, cache: "no-store") + [("Referrer-Policy", "no-referrer")])
     }
 
@@ -171,12 +171,15 @@ enum ProviderPage {
         return out
     }
 
-    /// `page` with its one placeholder replaced by `data`.
-    static func fill(_ page: [UInt8], with data: [UInt8]) -> [UInt8] {
-        let marker = Array(placeholder.utf8)
-        guard marker.count <= page.count,
-            let at = (0...(page.count - marker.count)).first(where: { page[$0..<($0 + marker.count)].elementsEqual(marker) })
-        else { return page }
-        return Array(page[..<at]) + data + Array(page[(at + marker.count)...])
+    /// `handler.html` before and after its placeholder.
+    static let handlerTemplate: ([UInt8], [UInt8])? = ProviderPageAssets.files["handler.html"].flatMap { split($0.bytes, at: placeholder) }
+
+    /// `page` before and after the first `marker`; nil without one.
+    static func split(_ page: [UInt8], at marker: String) -> ([UInt8], [UInt8])? {
+        let m = Array(marker.utf8)
+        guard !m.isEmpty, m.count <= page.count,
+            let at = (0...(page.count - m.count)).first(where: { page[$0..<($0 + m.count)].elementsEqual(m) })
+        else { return nil }
+        return (Array(page[..<at]), Array(page[(at + m.count)...]))
     }
 }

@@ -222,6 +222,9 @@ final class ProviderPageTests: XCTestCase, AppCalling {
         let guarded = raw(Self.chooser)
         XCTAssertEqual(guarded.status, 200)
         XCTAssertEqual(try data(guarded), ["withheld": "admin-token"])
+        // A client that holds the token (curl, a script) sees them; a wrong token is refused as everywhere.
+        XCTAssertEqual(try data(raw(Self.chooser, headers: [("Authorization", "Bearer s3cret")]))["total"], 1)
+        XCTAssertEqual(try data(raw(Self.chooser, headers: [("Authorization", "Bearer owner")])), ["withheld": "admin-token"])
         XCTAssertEqual(raw("/emulator/auth/iframe").status, 200)
         XCTAssertEqual(raw("/emulator/auth/assets/handler.js").status, 200)
     }
@@ -240,6 +243,10 @@ final class ProviderPageTests: XCTestCase, AppCalling {
         let safe = ProviderPage.scriptSafe(json.serialized())
         XCTAssertFalse(safe.contains(UInt8(ascii: "<")) || safe.contains(UInt8(ascii: ">")) || safe.contains(UInt8(ascii: "&")))
         XCTAssertEqual(try JSONParser.parse(safe), json)
-        XCTAssertEqual(ProviderPage.fill(Array("a__ACCOUNTS_JSON__b".utf8), with: Array("{}".utf8)), Array("a{}b".utf8))
+        let parts = try XCTUnwrap(ProviderPage.split(Array("a__ACCOUNTS_JSON__b__ACCOUNTS_JSON__".utf8), at: ProviderPage.placeholder))
+        XCTAssertEqual(parts.0, Array("a".utf8))
+        XCTAssertEqual(parts.1, Array("b__ACCOUNTS_JSON__".utf8))
+        XCTAssertNil(ProviderPage.split(Array("no marker".utf8), at: ProviderPage.placeholder))
+        XCTAssertNotNil(ProviderPage.handlerTemplate)
     }
 }
