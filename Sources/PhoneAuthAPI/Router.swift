@@ -352,6 +352,15 @@ enum Router {
                  "the saved snapshots", ResetEndpoints.list),
         RouteRow("DELETE", "/emulator/v1/projects/{project}/snapshots/{snapshot}", .emulator, .none, .loop, readOnly: true,
                  "delete one", ResetEndpoints.delete),
+
+        // The provider page the SDKs open for popup, redirect and mobile provider sign-ins (ProviderPage.swift).
+        RouteRow("GET", "/emulator/auth/handler", .open, .none, .bulk,
+                 "the account chooser (`?apiKey=&providerId=&authType=&…`): lists the provider's users (at most 100, newest first), adds new ones, hands the result back to the SDK",
+                 ProviderPage.handler),
+        RouteRow("GET", "/emulator/auth/iframe", .open, .none, .loop,
+                 "the JS SDK's helper iframe (Google's gapi channel)", ProviderPage.iframe),
+        RouteRow("GET", "/emulator/auth/assets/{file}", .open, .none, .loop,
+                 "the provider page's script and style sheet (embedded; ETag)", ProviderPage.asset),
     ]
 
     /// The table, compiled once.

@@ -87,6 +87,10 @@ enum Commands {
         }
         if let m = u["mfaInfo"]?.arrayValue, !m.isEmpty { rows.append(("second factors", String(m.count))) }
         if let n = u["displayName"]?.stringValue { rows.append(("name", n)) }
+        for p in u["providerUserInfo"]?.arrayValue ?? [] {
+            guard let id = p["providerId"]?.stringValue, id != "phone", id != "password" else { continue }
+            rows.append(("provider", ([id, p["rawId"]?.stringValue ?? ""] + (p["email"]?.stringValue.map { [$0] } ?? [])).joined(separator: " ")))
+        }
         rows.append(("disabled", u["disabled"]?.boolValue == true ? "yes" : "no"))
         if let c = u["customAttributes"]?.stringValue { rows.append(("claims", c)) }
         if let t = u["createdAt"] { rows.append(("created", millisText(t))) }

@@ -110,6 +110,18 @@ def fresh():
         e.stop()
 
 
+# The Firebase JS SDK's ES modules under FIREBASE_SDK_DIR, as an import map for a test page (test_browser_sdk.py,
+# test_provider_page.py).
+SDK_IMPORTS = {
+    "@firebase/app": "/node_modules/@firebase/app/dist/esm/index.esm.js",
+    "@firebase/auth": "/node_modules/@firebase/auth/dist/esm/index.js",
+    "@firebase/util": "/node_modules/@firebase/util/dist/index.esm.js",
+    "@firebase/component": "/node_modules/@firebase/component/dist/esm/index.esm.js",
+    "@firebase/logger": "/node_modules/@firebase/logger/dist/esm/index.esm.js",
+    "idb": "/node_modules/idb/build/index.js",
+    "tslib": "/node_modules/tslib/tslib.es6.mjs",
+}
+
 _DUMMY_KEY = None
 
 

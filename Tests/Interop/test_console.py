@@ -296,18 +296,23 @@ def test_advancing_the_clock_expires_a_pending_code(browser, emu, events_availab
     assert problems(browser, events_available) == []
 
 
+def open_user(driver, emu, uid):
+    """Users: searches for `uid` and opens its details."""
+    open_view(driver, emu, "users")
+    view_ready(driver, "users")
+    q = driver.find_element(By.ID, "users-q")
+    q.clear()
+    q.send_keys(uid)
+    driver.find_element(By.CSS_SELECTOR, "#users-search button").click()
+    click(driver, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
+    WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+
+
 @browser_only
 def test_claims_edited_in_users_are_in_the_next_id_token(browser, emu, events_available):
     signed = emu.sign_in("+16505554567", FICTIONAL_CODE)
     uid = signed["localId"]
-    open_view(browser, emu, "users")
-    view_ready(browser, "users")
-    q = browser.find_element(By.ID, "users-q")
-    q.clear()
-    q.send_keys(uid)
-    browser.find_element(By.CSS_SELECTOR, "#users-search button").click()
-    click(browser, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
-    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+    open_user(browser, emu, uid)
     claims = browser.find_element(By.ID, "claims")
     # Refused in the page before anything is sent: a reserved name.
     claims.clear()
@@ -430,4 +435,55 @@ def test_reset_and_snapshots_from_the_console(browser, emu, events_available):
     click(browser, By.CSS_SELECTOR, '[data-delete="console-seeded"]')
     WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "snapshots-empty").is_displayed())
     assert requests.get(base + "/snapshots").json()["snapshots"] == []
+    assert problems(browser, events_available) == []
+
+
+@browser_only
+def test_users_show_providers_and_a_test_provider_user_signs_in(browser, emu, events_available):
+    """Issue 25: each user's providers (id, raw id, email), and "Sign in a test provider user" — signInWithIdp with
+    an id_token of claims, and the result's tokens."""
+    admin = {"Authorization": "Bearer owner"}
+    base = f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone"
+    signed = emu.sign_in("+16505554567", FICTIONAL_CODE)
+    uid = signed["localId"]
+    r = emu.session.post(base + "/accounts:update", headers=admin, json={
+        "localId": uid, "linkProviderUserInfo": {"providerId": "google.com", "rawId": "g-console-1", "email": "<b>g@example.com</b>"}})
+    assert r.status_code == 200, r.text
+    open_user(browser, emu, uid)
+
+    def providers_cell(d):  # the row is re-rendered when a live event arrives
+        try:
+            return d.find_element(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] td:nth-child(5)').text
+        except (StaleElementReferenceException, NoSuchElementException):
+            return ""
+    WebDriverWait(browser, WAIT).until(lambda d: providers_cell(d) == "phone, google.com")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]'))
+    google = browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]').text
+    assert "g-console-1" in google and "<b>g@example.com</b>" in google  # as text
+    assert "+16505554567" in browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="phone"]').text
+
+    # Sign in a test provider user.
+    for field, value in (("idp-provider", "github.com"), ("idp-sub", "gh-console-1"), ("idp-email", "octo@example.com"), ("idp-name", "Octo Cat")):
+        el = browser.find_element(By.ID, field)
+        el.clear()
+        el.send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, "#idp-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "idp-result").is_displayed())
+    fields = browser.find_element(By.ID, "idp-fields").text
+    created = fields.split("User", 1)[1].split()[0]
+    assert "github.com" in fields and "gh-console-1" in fields
+    assert "ID token" in fields and "Refresh token" in fields and "New user" in fields
+    looked = emu.session.post(base + "/accounts:lookup", json={"localId": [created]}, headers=admin).json()["users"][0]
+    assert [(p["providerId"], p["rawId"], p.get("email")) for p in looked["providerUserInfo"] if p["providerId"] == "github.com"] == \
+        [("github.com", "gh-console-1", "octo@example.com")]
+    browser.find_element(By.ID, "idp-open").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == created)
+    assert "gh-console-1" in browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="github.com"]').text
+    shot(browser, "users-providers")
+    # A provider id the server would refuse is caught in the page.
+    el = browser.find_element(By.ID, "idp-provider")
+    el.clear()
+    el.send_keys("Not A Provider")
+    browser.find_element(By.CSS_SELECTOR, "#idp-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: "provider id" in d.find_element(By.CSS_SELECTOR, "#idp-signin [data-error]").text)
     assert problems(browser, events_available) == []
