@@ -10,8 +10,9 @@ import * as config from './config.js';
 import * as clockView from './clock.js';
 import * as keys from './keys.js';
 import * as events from './events.js';
+import * as reset from './reset.js';
 
-const VIEWS = { codes, users, config, clock: clockView, keys, events };
+const VIEWS = { codes, users, config, clock: clockView, keys, events, reset };
 const SCOPE_KEY = 'phoneAuthEmulator.scope';
 let active = null;
 let started = false;

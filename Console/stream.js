@@ -6,10 +6,10 @@ import { state } from './api.js';
 
 export const EVENT_TYPES = [
   'code.sent', 'code.verified', 'code.rejected', 'session.expired',
-  'user.created', 'user.updated', 'user.disabled', 'user.enabled', 'user.deleted',
+  'user.created', 'user.updated', 'user.linked', 'user.disabled', 'user.enabled', 'user.deleted',
   'tokens.issued', 'tokens.refreshed', 'tokens.revoked',
   'limit.hit', 'appVerification.failed', 'config.changed', 'keys.rotated', 'clock.changed',
-  'mfa.enrolled', 'mfa.withdrawn', 'oob.sent', 'blockingFunction.called', 'sessionCookie.created', 'dropped',
+  'mfa.enrolled', 'mfa.withdrawn', 'oob.sent', 'blockingFunction.called', 'sessionCookie.created', 'project.reset', 'dropped',
 ];
 
 const listeners = new Set();

@@ -4,6 +4,7 @@
 import { api, emulatorScope, adminScope, emuNow, loadClock } from './api.js';
 import { h, $, showError, fmtTime, toast } from './dom.js';
 import { onEvent } from './stream.js';
+import * as idp from './idp.js';
 
 const PAGE = 25;
 const RESERVED = new Set(['acr', 'amr', 'at_hash', 'aud', 'auth_time', 'azp', 'cnf', 'c_hash', 'exp', 'firebase',
@@ -28,6 +29,7 @@ export function init() {
   $('#user-disable').addEventListener('click', () => act({ disableUser: !current.disabled }, current.disabled ? 'Enabled' : 'Disabled'));
   $('#user-revoke').addEventListener('click', revoke);
   $('#user-delete').addEventListener('click', remove);
+  idp.init((uid) => open(uid));
   onEvent((e) => {
     if (!visible || !e.type || !e.type.startsWith('user.')) return;
     clearTimeout(staleTimer);
@@ -66,7 +68,22 @@ function row(u) {
   openButton.addEventListener('click', () => open(u.localId));
   return h('tr', { 'data-uid': u.localId },
     h('td', {}, openButton), h('td', { class: 'mono' }, u.phoneNumber || ''), h('td', {}, u.email || ''),
-    h('td', {}, u.displayName || ''), h('td', {}, state));
+    h('td', {}, u.displayName || ''), h('td', {}, providerIds(u)), h('td', {}, state));
+}
+
+/// `phone, google.com`: the providers of a user as the listing shows them.
+function providerIds(u) {
+  return [...new Set((u.providerUserInfo || []).map((p) => p.providerId))].join(', ');
+}
+
+/// One line per provider: its id, then the identity's raw id and email (what a sign-in matches on).
+function providerItem(p) {
+  const parts = [h('strong', {}, p.providerId || '?')];
+  if (p.rawId && p.rawId !== p.email && p.rawId !== p.phoneNumber) parts.push(' ', h('span', { class: 'mono' }, p.rawId));
+  if (p.phoneNumber) parts.push(' ', h('span', { class: 'mono' }, p.phoneNumber));
+  if (p.email) parts.push(' ', p.email);
+  if (p.displayName) parts.push(' ', h('span', { class: 'hint' }, `“${p.displayName}”`));
+  return h('li', { 'data-provider': p.providerId || '' }, ...parts);
 }
 
 async function open(uid, quiet = false) {
@@ -89,7 +106,7 @@ function render(u, fresh) {
   const fields = [
     ['Phone', u.phoneNumber || '—'], ['Email', u.email ? `${u.email}${u.emailVerified ? ' (verified)' : ''}` : '—'],
     ['Display name', u.displayName || '—'], ['State', u.disabled ? 'disabled' : 'enabled'],
-    ['Providers', (u.providerUserInfo || []).map((p) => p.providerId).join(', ') || 'none (anonymous or custom)'],
+    ['Providers', providerIds(u) || 'none (anonymous or custom)'],
     ['Created', ms(u.createdAt)], ['Last sign-in', ms(u.lastLoginAt)],
     ['Sessions valid since', u.validSince ? fmtTime(Number(u.validSince) * 1000) : '—'],
   ];
@@ -101,6 +118,9 @@ function render(u, fresh) {
     $('#claims').value = claims;
     validateClaims();
   }
+  const providers = u.providerUserInfo || [];
+  $('#user-providers').replaceChildren(...(providers.length ? providers.map(providerItem)
+    : [h('li', { class: 'hint' }, 'No providers (an anonymous or custom-token user).')]));
   $('#user-disable').textContent = u.disabled ? 'Enable' : 'Disable';
   disarmDelete();
   const mfa = u.mfaInfo || [];

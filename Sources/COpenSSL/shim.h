@@ -13,6 +13,7 @@
 #include <openssl/crypto.h>
 #include <openssl/bio.h>
 #include <openssl/param_build.h>
+#include <openssl/hmac.h>
 
 static inline int copenssl_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn); }
 static inline long copenssl_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }

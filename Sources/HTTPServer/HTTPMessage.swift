@@ -100,6 +100,8 @@ public struct HTTPResponse: Sendable {
         case 200: "OK"
         case 201: "Created"
         case 204: "No Content"
+        case 302: "Found"
+        case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
         case 401: "Unauthorized"
@@ -123,7 +125,7 @@ public struct HTTPResponse: Sendable {
     /// Status lines for the codes we answer, built once.
     private static let statusLines: [Int: [UInt8]] = {
         var m: [Int: [UInt8]] = [:]
-        for code in [200, 201, 204, 304, 400, 401, 403, 404, 405, 408, 409, 411, 413, 429, 431, 500, 501, 503, 505] {
+        for code in [200, 201, 204, 302, 303, 304, 400, 401, 403, 404, 405, 408, 409, 411, 413, 429, 431, 500, 501, 503, 505] {
             m[code] = Array("HTTP/1.1 \(code) \(reason(code))\r\n".utf8)
         }
         return m

@@ -40,9 +40,4 @@ func collectBIO(_ operation: String, _ write: (OpaquePointer) -> Int32) throws -
 }
 
 /// SHA-256 of `data`.
-public func sha256(_ data: [UInt8]) -> [UInt8] {
-    var md = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-    var len: UInt32 = 0
-    _ = data.withUnsafeBytes { d in EVP_Digest(d.baseAddress, d.count, &md, &len, EVP_sha256(), nil) }
-    return Array(md[0..<Int(len)])
-}
+public func sha256(_ data: [UInt8]) -> [UInt8] { Digest.sha256.hash(data) }

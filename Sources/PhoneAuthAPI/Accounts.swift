@@ -101,32 +101,21 @@ enum SignUp {
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
             throw AuthError(.adminOnlyOperation)
         }
-        if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
-            // beforeCreate then beforeSignIn on the user as it would be saved, off the loop, then save (BlockingCalls.swift).
-            let base = o
-            return try app.blocking.defer(app, call) {
-                let planned = try app.emulator.planSignUp(key, changes: changes)
-                let outcome = try app.blocking.signInHooks(app, call, key, user: planned, isNew: true,
-                                                           method: planned.isAnonymous ? .anonymous : .password)
-                let (user, refresh, provider, authTime) = try app.emulator.finishSignUp(key, planned, changes: outcome)
-                return try reply(app, key, base, user, refresh, provider, authTime, sessionClaims: outcome.sessionClaims)
-            }
-        }
-        // The user, its sign-in time and its refresh token: one transaction.
-        let (user, refresh, provider, authTime) = try app.emulator.signUp(key, changes: changes)
-        return try reply(app, key, o, user, refresh, provider, authTime, sessionClaims: nil)
+        return try app.signIn(call, key, .signUp(.init(changes: changes, clientIP: call.request.remoteAddress)), Answer())
     }
 
-    static func reply(_ app: PhoneAuthApp, _ key: StoreKey, _ base: JSONObject, _ user: UserRecord, _ refresh: String, _ provider: String,
-                      _ authTime: Int64, sessionClaims: JSONObject?) throws -> Reply {
-        var o = base
-        let id = try app.idToken(for: user, key: key, signInProvider: provider, authTime: authTime, sessionClaims: sessionClaims)
-        o["idToken"] = .string(id)
-        o["refreshToken"] = .string(refresh)
-        o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
-        o["localId"] = .string(user.localId)
-        o.set("email", user.email.map(JSON.string))
-        return Reply(.object(o))
+    /// The signed-up user's tokens (PhoneAuthCore/SignUp.swift: the user, its sign-in time and its refresh token in
+    /// one transaction).
+    struct Answer: SignInAnswer {
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            var o: JSONObject = ["kind": "identitytoolkit#SignupNewUserResponse"]
+            o["idToken"] = .string(idToken)
+            o["refreshToken"] = .string(s.refreshToken)
+            o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
+            o["localId"] = .string(s.user.localId)
+            o.set("email", s.user.email.map(JSON.string))
+            return Reply(.object(o))
+        }
     }
 }
 
@@ -159,6 +148,24 @@ enum UpdateAccount {
                 ? [] : try call.adminEnrollments(list, field: "mfa.enrollments", generateIds: false, emulator: app.emulator)
         }
         let deleteProviders = try call.strings("deleteProvider")
+        // `linkProviderUserInfo` (firebase-admin's update_user(provider_to_link=…)): admin only, as production — a user
+        // linking an identity of someone else's would receive that person's later sign-ins.
+        var linkProvider: ProviderUserInfo? = nil
+        if let link = try call.object("linkProviderUserInfo") {
+            guard call.privileged else { throw AuthError(.insufficientPermission) }
+            guard let p = link["providerId"]?.stringValue, !p.isEmpty else { throw AuthError(.missingProviderId) }
+            guard let r = link["rawId"]?.stringValue, !r.isEmpty else { throw AuthError(.missingRawId) }
+            guard ProviderUserInfo.isValidProviderId(p) else { throw AuthError(.invalidProviderId) }
+            guard r.utf8.count <= ProviderUserInfo.maxRawIdLength, !Identifiers.containsControlCharacters(r) else {
+                throw AuthError.invalidArgument("rawId must be at most \(ProviderUserInfo.maxRawIdLength) bytes without control characters.")
+            }
+            for k in ["displayName", "photoUrl", "email", "screenName"] {
+                if let t = link[k]?.stringValue, t.utf16.count > UserFieldLimits.photoUrl { throw AuthError.invalidArgument("linkProviderUserInfo.\(k) is too long.") }
+            }
+            linkProvider = ProviderUserInfo(providerId: p, rawId: r, displayName: link["displayName"]?.stringValue,
+                                            photoUrl: link["photoUrl"]?.stringValue, email: link["email"]?.stringValue?.lowercased(),
+                                            screenName: link["screenName"]?.stringValue)
+        }
         // A new password (or `returnSecureToken`) on a signed-in user's call issues tokens: in the same transaction.
         let wantsTokens = try call.bool("returnSecureToken") == true
         var grant: Emulator.RefreshGrant? = nil
@@ -167,7 +174,8 @@ enum UpdateAccount {
             // session a password one.
             grant = .init(signInProvider: identity.signInProvider, authTime: identity.authTime)
         }
-        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders, refresh: grant)
+        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders,
+                                                          linkProvider: linkProvider, refresh: grant)
         var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
         o.set("email", user.email.map(JSON.string))
         o.set("displayName", user.displayName.map(JSON.string))

@@ -80,15 +80,18 @@ enum BatchAccounts {
         let key = try call.storeKey()
         guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError(.missingUserAccount) }
         guard items.count <= 1000 else { throw AuthError.invalidArgument("A maximum of 1000 users can be imported at once.") }
-        let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false)
+        let algorithm = try ImportedPassword.requestAlgorithm(call.body)
+        let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false, hashAlgorithm: algorithm)
         var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
         if !errors.isEmpty { o["error"] = .array(errors.map { ["index": .int($0.index), "message": .string($0.message)] }) }
         return Reply(.object(o))
     }
 
     /// Creates users from exported/imported records (the batchCreate and firebase-tools `accounts.json` shape).
-    /// Returns the per-user problems; throws only for a duplicate localId inside the batch.
-    static func importUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], allowOverwrite: Bool) throws(AuthError) -> [(index: Int, message: String)] {
+    /// Returns the per-user problems; throws for a duplicate localId inside the batch and a password hash that is not
+    /// base64 under `hashAlgorithm` (batchCreate's top-level hash fields, ImportedHashes.swift).
+    static func importUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], allowOverwrite: Bool,
+                            hashAlgorithm: ImportedHash? = nil) throws(AuthError) -> [(index: Int, message: String)] {
         var seen = Set<String>()
         var errors: [(index: Int, message: String)] = []
         var valid: [(index: Int, localId: String, changes: UserChanges)] = []
@@ -107,8 +110,9 @@ enum BatchAccounts {
             case .success(let changes): c = changes
             case .failure(let e): fail(e.message); continue
             }
-            if let pw = ImportedPassword.changes(u, random: app.emulator.random) {
-                c.password = PasswordChange(hash: pw.hash, salt: pw.salt, updatedAt: pw.updatedAt, revokesTokens: false)
+            switch try ImportedPassword.change(u, index: i, random: app.emulator.random, algorithm: hashAlgorithm) {
+            case .success(let password): c.password = password ?? c.password
+            case .failure(let e): fail(e.message); continue
             }
             valid.append((i, localId, c))
         }
@@ -118,6 +122,7 @@ enum BatchAccounts {
             case .duplicateLocalId: errors.append((i, "localId belongs to an existing account"))
             case .phoneNumberExists: errors.append((i, "phone number already exists"))
             case .emailExists: errors.append((i, "email already exists"))
+            case .federatedUserIdAlreadyLinked: errors.append((i, "raw id exists in other account in database"))
             default: errors.append((i, e.wire.message))
             }
         }

@@ -15,13 +15,9 @@ import PhoneAuthCore
 /// waits at most about one deadline however long the queue. Flows without a trigger never come here: `trigger` answers
 /// nil after one atomic load until some configuration has named a function.
 ///
-/// The API other sign-in handlers use (three calls):
-/// - `app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn])` — false on the fast path;
-/// - `try app.blocking.defer(app, call) { … return Reply }` — runs the closure off the loop (with the request's
-///   durability scope) and answers the call with its reply or error;
-/// - inside it, `try app.blocking.signInHooks(app, call, key, user:, isNew:, method:)` — beforeCreate (new users)
-///   then beforeSignIn, returning the combined `Outcome` (user changes to apply in the second transaction, and
-///   `sessionClaims` for `app.idToken(…, sessionClaims:)`); no transaction may be open around it.
+/// Handlers never call this directly: the two flows a function can reach each have one entry point that decides
+/// once (SignInAndSend.swift) — `app.signIn` for every sign-in (beforeCreate / beforeSignIn through `signInHooks`,
+/// between the sign-in's two transactions) and `app.sendSMS` for every SMS send (`beforeSendSms`).
 public final class BlockingCalls: Sendable {
     public let timeoutMillis: Int
     public let threads: Int
@@ -97,8 +93,11 @@ public final class BlockingCalls: Sendable {
         guard let pool else {
             throw AuthError(.unavailable, "Too many blocking function calls are queued or running (\(maxInFlight)); try again shortly.")
         }
-        let queued = QueuedFlow(since: now())
+        let submitted = now()
         pool.submit { [self] in
+            // What the flow waited for a thread (not what it does before its first call: signing the JWT, waiting for
+            // the first key) counts against its first call's deadline.
+            let queued = QueuedFlow(waited: max(0, now() - submitted))
             let reply: Reply = DurabilityScope.$current.withValue(scope) { QueuedFlow.$current.withValue(queued) {
                 do { return try work() } catch { return Reply(error: AuthError.answering(error, logger: logger)) }
             } }
@@ -107,11 +106,10 @@ public final class BlockingCalls: Sendable {
         }
     }
 
-    /// Milliseconds a function call starting at `started` may take: the deadline, less — for a flow's first call — the
-    /// time the flow waited in the queue. Zero or less: the deadline passed before the call could start.
-    func callBudget(startingAt started: Int64) -> Int64 {
-        let since = min(started, QueuedFlow.current?.takeStart() ?? started)
-        return Int64(timeoutMillis) - (started - since)
+    /// Milliseconds a function call may take: the deadline, less — for a flow's first call — the time the flow waited
+    /// in the queue for a thread. Zero or less: the deadline passed before the call could start.
+    func callBudget() -> Int64 {
+        Int64(timeoutMillis) - (QueuedFlow.current?.takeWait() ?? 0)
     }
 
     // MARK: the call
@@ -127,7 +125,7 @@ public final class BlockingCalls: Sendable {
         do { jwt = try app.tokens.sign(claims) } catch let e as AuthError { throw e } catch { throw AuthError.internalError("Cannot sign the blocking function JWT: \(error)") }
         let body = Array(JSON.object(["data": ["jwt": .string(jwt)]]).serializedString.utf8)
         let started = now()
-        let leftMillis = callBudget(startingAt: started)
+        let leftMillis = callBudget()
         /// Logs the call and emits `blockingFunction.called` (`result`: ok, error, timeout or blocked).
         func log(_ outcome: String, _ result: CallOutcome) {
             let ms = max(0, now() - started)
@@ -212,15 +210,16 @@ public final class BlockingCalls: Sendable {
         return first
     }
 
-    /// beforeCreate (when `isNew`) then, unless the user is disabled by then, beforeSignIn — on `user` as it would be
-    /// saved. Returns the combined changes and session claims. Call from `defer`'s closure, no transaction open.
-    func signInHooks(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, user: UserRecord, isNew: Bool,
-                     method: BlockingSignInMethod, secondFactor: String? = nil) throws(AuthError) -> BlockingFunctions.Outcome {
+    /// beforeCreate (when the candidate is new) then, unless the user is disabled by then, beforeSignIn — on the user
+    /// as it would be saved. Returns the combined changes and session claims. The sign-in pipeline's hook
+    /// (`PhoneAuthApp.signIn`): runs on the pool, between the sign-in's transactions, with none open.
+    func signInHooks(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ candidate: SignInCandidate) throws(AuthError) -> BlockingFunctions.Outcome {
         var total = BlockingFunctions.Outcome()
-        var current = user
-        if isNew {
+        var current = candidate.user
+        if candidate.isNew {
             var ctx = context(.beforeCreate, call, key, user: current)
-            ctx.signInMethod = method
+            ctx.signInMethod = candidate.method
+            ctx.federated = candidate.federated
             if let o = try invoke(app, key, ctx) {
                 o.apply(to: &current)
                 total = total.then(o)
@@ -228,8 +227,9 @@ public final class BlockingCalls: Sendable {
         }
         if !current.disabled {
             var ctx = context(.beforeSignIn, call, key, user: current)
-            ctx.signInMethod = method
-            ctx.secondFactor = secondFactor
+            ctx.signInMethod = candidate.method
+            ctx.secondFactor = candidate.secondFactor
+            ctx.federated = candidate.federated
             if let o = try invoke(app, key, ctx) { total = total.then(o) }
         }
         return total
@@ -245,29 +245,12 @@ public final class BlockingCalls: Sendable {
     }
 }
 
-/// When a deferred flow was queued (`BlockingCalls.defer`): its first function call's deadline starts there.
+/// How long a deferred flow waited in the queue for a pool thread (`BlockingCalls.submit`): its first function call's
+/// deadline counts that wait.
 final class QueuedFlow: Sendable {
     @TaskLocal static var current: QueuedFlow?
-    private let start: Locked<Int64?>
-    init(since: Int64) { start = Locked(since) }
-    /// The queue time, once (later calls of the same flow start their own deadline).
-    func takeStart() -> Int64? { start.withLock { s in defer { s = nil }; return s } }
-}
-
-extension PhoneAuthApp {
-    /// An ID token, with a blocking function's session claims for this sign-in only (never stored; reserved claim
-    /// names were refused when the reply was parsed).
-    func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
-                 sessionClaims: JSONObject?) throws -> String {
-        let issuedAt = emulator.clock.nowSeconds()
-        if sessionClaims?.isEmpty ?? true,
-           let payload = TokenService.claimsJSON(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                                 issuedAt: issuedAt, secondFactorId: secondFactorId) {
-            return try tokens.sign(payloadJSON: payload)
-        }
-        // Session claims go in under the user's identity fields, as a custom token's claims do.
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                         issuedAt: issuedAt, secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject())
-        return try tokens.sign(claims)
-    }
+    private let wait: Locked<Int64?>
+    init(waited: Int64) { wait = Locked(waited) }
+    /// The wait, once (later calls of the same flow have their own whole deadline).
+    func takeWait() -> Int64? { wait.withLock { w in defer { w = nil }; return w } }
 }

@@ -144,7 +144,7 @@ enum CustomTokens {
         return o
     }
 
-    /// The handler: check the token, decide (new user or not), commit, mint.
+    /// The handler: check the token, then the sign-in pipeline (PhoneAuthCore/CustomTokenSignIn.swift).
     static func signIn(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         // Custom tokens are forgeable here (unsigned ones are accepted, an RS256 signature is not checked): a foreign
         // web page may not exchange one (it could sign in as any user), as unsigned ID tokens (`PhoneAuthApp`).
@@ -167,53 +167,32 @@ enum CustomTokens {
             app.logger.info("custom token refused", [("project", call.projectId), ("error", Identifiers.printable(error.description, limit: 200))])
             throw error
         }
-        let uid = Identifiers.printable(checked.grant.uid, limit: 64)
-        do {
-            // 1. The decision: an existing user, or a new one (read only; no lock is held afterwards).
-            let existing = try app.emulator.customTokenSubject(key, uid: checked.grant.uid)
-            // 2. Blocking functions, off the loop with no lock held: beforeCreate for a new user, then beforeSignIn.
-            if app.blocking.anyTrigger(app, key, [.beforeCreate, .beforeSignIn]) {
-                return try app.blocking.defer(app, call) {
-                    let candidate = existing ?? UserRecord(localId: checked.grant.uid, createdAt: app.emulator.clock.nowMillis())
-                    let outcome = try app.blocking.signInHooks(app, call, key, user: candidate, isNew: existing == nil, method: .custom)
-                    return try finish(app, call, key, checked, existing: existing, uid: uid, blocking: outcome)
-                }
-            }
-            return try finish(app, call, key, checked, existing: existing, uid: uid, blocking: nil)
-        } catch let error as AuthError {
-            app.logger.info("custom token sign-in refused", [("project", key.description), ("uid", uid), ("error", error.code.rawValue)])
-            throw error
-        }
+        let answer = Answer(key: key, uid: Identifiers.printable(checked.grant.uid, limit: 64), format: checked.format)
+        return try app.signIn(call, key, .customToken(.init(grant: checked.grant, clientIP: call.request.remoteAddress)), answer)
     }
-}
 
-extension CustomTokens {
-    /// The commit (user and refresh token in one transaction, with what blocking functions returned) and the ID token.
-    static func finish(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ checked: Checked, existing: UserRecord?, uid: String,
-                       blocking: BlockingFunctions.Outcome?) throws -> Reply {
-        do {
-            let result = try app.emulator.completeCustomTokenSignIn(key, grant: checked.grant, blocking: blocking)
-            if result.refreshToken.isEmpty { throw AuthError(.userDisabled) }  // a blocking function disabled the user
-            // The token's developer claims, then a beforeSignIn's session claims (in this ID token only); neither sets
-            // a reserved claim or one of the user's identity fields.
-            var extra = claimsObject(checked.grant.developerClaims)
-            for (k, v) in blocking?.sessionClaims ?? [:] { extra[k] = v }
-            let claims = TokenService.claims(for: result.user, key: key, authTime: result.authTime, signInProvider: Emulator.customTokenProvider,
-                                             issuedAt: app.emulator.clock.nowSeconds(), extraClaims: extra)
-            let idToken = try app.tokens.sign(claims)
-            app.logger.info(result.isNewUser ? "custom token sign-in: new user" : "custom token sign-in",
-                            [("project", key.description), ("uid", uid), ("token", checked.format),
-                             ("decided", existing == nil ? "new" : "existing")])
+    /// The reply (its ID token carries the token's developer claims, then a beforeSignIn's session claims; neither sets
+    /// a reserved claim or one of the user's identity fields) and the log lines.
+    struct Answer: SignInAnswer {
+        let key: StoreKey
+        /// Printable, for the log.
+        let uid: String
+        let format: String
+
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            app.logger.info(s.isNewUser ? "custom token sign-in: new user" : "custom token sign-in",
+                            [("project", key.description), ("uid", uid), ("token", format)])
             var o = JSONObject()
             if call.legacy { o["kind"] = "identitytoolkit#VerifyCustomTokenResponse" }
             o["idToken"] = .string(idToken)
-            o["refreshToken"] = .string(result.refreshToken)
+            o["refreshToken"] = .string(s.refreshToken)
             o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
-            o["isNewUser"] = .bool(result.isNewUser)
+            o["isNewUser"] = .bool(s.isNewUser)
             return Reply(.object(o))
-        } catch let error as AuthError {
+        }
+
+        func refused(_ app: PhoneAuthApp, _ error: AuthError) {
             app.logger.info("custom token sign-in refused", [("project", key.description), ("uid", uid), ("error", error.code.rawValue)])
-            throw error
         }
     }
 }

@@ -60,45 +60,41 @@ enum SignInWithPassword {
         // On an event loop only a password verified before (a salted SHA-256) and a sign-in that signs nothing (an
         // enrolled user's MFA-required answer); PBKDF2 and signatures run on the signing pool.
         if !Passwords.knownMatch(password, hash: hash, salt: user.salt) { try call.beforeCostlyWork() }
-        guard Passwords.matches(password, hash: hash, salt: user.salt) else {
+        guard Passwords.matches(password, hash: hash, salt: user.salt, algorithm: user.passwordHashAlgorithm) else {
             app.emulator.countWrongPassword(key, localId: user.localId)
             throw wrong
         }
-        // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production).
-        if app.blocking.anyTrigger(app, key, [.beforeSignIn]), user.mfaInfo.isEmpty || (try? app.emulator.checkMFAEnabled(key)) == nil {
-            return try app.blocking.defer(app, call) {
-                let outcome = try app.blocking.signInHooks(app, call, key, user: user, isNew: false, method: .password)
-                if outcome.disabled == true {
-                    try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
-                    throw AuthError(.userDisabled)
-                }
-                return try signIn(app, key, email, user, hash, changes: outcome)
-            }
-        }
-        if !app.emulator.secondFactorLikelyRequired(key, user: user) { try call.beforeCostlyWork() }
-        return try signIn(app, key, email, user, hash, changes: nil)
+        // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production); an
+        // enrolled user's MFA-required answer signs nothing and is answered on the loop.
+        // An imported hash is replaced by ours in the sign-in's transaction (production rehashes on sign-in).
+        let request = SignInRequest.Password(localId: user.localId, verifiedHash: hash,
+                                             secondFactorExpected: app.emulator.secondFactorLikelyRequired(key, user: user),
+                                             upgrade: Passwords.upgrade(password, user: user, random: app.emulator.random))
+        return try app.signIn(call, key, .password(request), Answer(email: email))
     }
 
-    static func signIn(_ app: PhoneAuthApp, _ key: StoreKey, _ email: String, _ user: UserRecord, _ hash: String,
-                       changes: BlockingFunctions.Outcome?) throws -> Reply {
-        let signedIn: UserRecord, refresh: String, authTime: Int64
-        switch try app.emulator.signInWithPassword(key, localId: user.localId, verifiedHash: hash, changes: changes) {
-        case .signedIn(let u, let r, let t): (signedIn, refresh, authTime) = (u, r, t)
-        case .secondFactorRequired(let u, let outcome):
-            // An enrolled user: no tokens yet, the MFA-required shape (the SDKs raise auth/multi-factor-auth-required).
+    struct Answer: SignInAnswer {
+        /// As the request gave it: the reply's `email` when the user has none.
+        let email: String
+
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(s.user.localId),
+                                 "email": .string(s.user.email ?? email.lowercased()), "displayName": .string(s.user.displayName ?? ""),
+                                 "idToken": .string(idToken), "registered": true, "refreshToken": .string(s.refreshToken),
+                                 "expiresIn": .string(String(TokenService.tokenLifetimeSeconds))]
+            o.set("photoUrl", s.user.photoUrl.map(JSON.string))
+            return Reply(.object(o))
+        }
+
+        /// An enrolled user: no tokens yet, the MFA-required shape (the SDKs raise auth/multi-factor-auth-required).
+        func reply(_ app: PhoneAuthApp, _ call: Call, ended outcome: SignInOutcome) throws -> Reply {
+            guard case .secondFactorRequired(let u, let first) = outcome else { throw AuthError.internalError("unexpected password sign-in outcome") }
             var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(u.localId),
                                  "email": .string(u.email ?? email.lowercased()), "displayName": .string(u.displayName ?? ""),
                                  "registered": true]
-            for (k, v) in MFAJSON.pendingReply(outcome) ?? [:] { o[k] = v }
+            for (k, v) in MFAJSON.pendingReply(first) ?? [:] { o[k] = v }
             return Reply(.object(o))
         }
-        let id = try app.idToken(for: signedIn, key: key, signInProvider: "password", authTime: authTime, sessionClaims: changes?.sessionClaims)
-        var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(signedIn.localId),
-                             "email": .string(signedIn.email ?? email.lowercased()), "displayName": .string(signedIn.displayName ?? ""),
-                             "idToken": .string(id), "registered": true, "refreshToken": .string(refresh),
-                             "expiresIn": .string(String(TokenService.tokenLifetimeSeconds))]
-        o.set("photoUrl", signedIn.photoUrl.map(JSON.string))
-        return Reply(.object(o))
     }
 }
 
@@ -111,7 +107,7 @@ enum CreateAuthUri {
         let key = try call.storeKey()
         try TenantGate.checkEnabled(app, key)
         if try call.string("providerId") != nil {
-            throw AuthError.invalidArgument("Sign-in with an identity provider is not supported by this emulator.")
+            throw AuthError(.notImplemented, "Sign-in with IDP is not yet supported.")
         }
         guard let identifier = try call.string("identifier"), !identifier.isEmpty else { throw AuthError(.missingIdentifier) }
         guard let continueUri = try call.string("continueUri"), !continueUri.isEmpty else { throw AuthError(.missingContinueUri) }
@@ -124,11 +120,12 @@ enum CreateAuthUri {
             o["sessionId"] = .string(sessionId)
             return Reply(.object(o))
         }
-        let user = app.emulator.user(key, email: identifier)
+        // The user with that email, else one with a federated identity of that email (the official emulator's order).
+        let user = app.emulator.existingStore(key)?.read { s in s.user(email: identifier) ?? s.users(providerEmail: identifier).first }
         o["registered"] = .bool(user != nil)
-        if let user, user.passwordHash != nil {
-            o["allProviders"] = ["password"]
-            o["signinMethods"] = ["password"]
+        if let methods = user?.signInMethods {
+            if !methods.allProviders.isEmpty { o["allProviders"] = .array(methods.allProviders.map(JSON.string)) }
+            if !methods.signinMethods.isEmpty { o["signinMethods"] = .array(methods.signinMethods.map(JSON.string)) }
         }
         o["sessionId"] = .string(sessionId)
         return Reply(.object(o))

@@ -51,6 +51,9 @@ struct ErrorWire: Sendable, Equatable {
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")
+        // What the emulator does not do: the text alone (the official emulator's NotImplementedError; the JS SDK turns
+        // it into `auth/<the-text-dashed>` there and here alike).
+        case .notImplemented: self.init(http: 501, reason: "unimplemented", message: e.detail ?? "Not implemented.")
         // Google codes: `CODE : detail`, 400 unless the code says otherwise.
         default: self.init(http: Self.httpStatus(e.code), reason: Self.reason(e.code), message: e.description)
         }
@@ -58,7 +61,8 @@ struct ErrorWire: Sendable, Equatable {
 
     static func httpStatus(_ code: AuthError.Code) -> Int {
         switch code {
-        case .tenantNotFound: 404
+        case .tenantNotFound, .configurationNotFound: 404
+        case .configurationExists: 409
         case .permissionDenied: 403
         case .resourceExhausted: 429
         case .notImplemented: 501
@@ -70,7 +74,8 @@ struct ErrorWire: Sendable, Equatable {
 
     static func reason(_ code: AuthError.Code) -> String {
         switch code {
-        case .tenantNotFound: "notFound"
+        case .tenantNotFound, .configurationNotFound: "notFound"
+        case .configurationExists: "conflict"
         case .permissionDenied: "forbidden"
         case .resourceExhausted: "rateLimitExceeded"
         case .notImplemented: "unimplemented"

@@ -90,22 +90,26 @@ enum MFAEndpoints {
     /// `{idToken, phoneEnrollmentInfo: {phoneNumber, recaptchaToken?, …}, tenantId?}` → `{phoneSessionInfo: {sessionInfo}}`.
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let (key, identity) = try signedIn(app, call)
-        let info = try call.object("phoneEnrollmentInfo")
-        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
+        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: try call.object("phoneEnrollmentInfo")))
+    }
+
+    /// `mfaEnrollment:start`'s send: beforeSendSms is told the number as given (an invalid one is refused first) and
+    /// the signed-in user.
+    struct EnrollmentCode: SMSSend {
+        let identity: TokenIdentity
+        let info: JSONObject?
+
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let phone = try PhoneNumber(parsing: info?["phoneNumber"]?.stringValue).e164
-            let user = try app.emulator.user(for: identity)
-            return try app.blocking.defer(app, call) {
-                try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaEnrollment, user: user)
-                let sessionInfo = try app.emulator.startMFAEnrollment(
-                    key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
-                    clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
-                return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
-            }
+            return SMSRecipient(phone: phone, type: .mfaEnrollment, user: try app.emulator.user(for: identity))
         }
-        let sessionInfo = try app.emulator.startMFAEnrollment(
-            key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
-            clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
-        return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
+
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
+            let sessionInfo = try app.emulator.startMFAEnrollment(
+                key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
+                clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+            return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
+        }
     }
 
     /// `{idToken, displayName?, phoneVerificationInfo: {sessionInfo, code}}` → `{idToken, refreshToken}` with the new factor.
@@ -139,29 +143,37 @@ enum MFAEndpoints {
         let key = try call.storeKey()
         try app.emulator.checkMFAEnabled(key)
         let info = try call.object("phoneSignInInfo")
-        return try sendSignInCode(app, call, key, pendingCredential: try call.string("mfaPendingCredential"),
-                                  mfaEnrollmentId: try call.string("mfaEnrollmentId"), credentials: Call.appCredentials(info)) { sessionInfo in
-            Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
-        }
+        return try app.sendSMS(call, key, SignInCode(pendingCredential: try call.string("mfaPendingCredential"),
+                                                     mfaEnrollmentId: try call.string("mfaEnrollmentId"),
+                                                     credentials: Call.appCredentials(info), shape: .mfaSignInStart))
     }
 
-    /// Sends an MFA sign-in code for the pending credential's enrollment — for `mfaSignIn:start`, and for the iOS
-    /// SDK's masked `sendVerificationCode` once resolved to its pending sign-in — through beforeSendSms (when
-    /// configured: off the loop, before anything is stored) and `Emulator.startMFASignIn`; `reply` shapes the answer.
-    static func sendSignInCode(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, pendingCredential: String?, mfaEnrollmentId: String?,
-                               credentials: AppCredentials, reply: @escaping @Sendable (String) -> Reply) throws -> Reply {
-        let ip = call.request.remoteAddress
-        if app.blocking.anyTrigger(app, key, [.beforeSendSms]),
-           let user = app.emulator.pendingMFAUser(key, pendingCredential: pendingCredential),
-           let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId })?.phoneInfo {
-            return try app.blocking.defer(app, call) {
-                try app.blocking.beforeSendSms(app, call, key, phone: phone, type: .mfaSignIn, user: user)
-                return reply(try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
-                                                             clientIP: ip, credentials: credentials))
+    /// An MFA sign-in code for the pending credential's enrollment — for `mfaSignIn:start`, and for the iOS SDK's
+    /// masked `sendVerificationCode` once resolved to its pending sign-in — sent by `Emulator.startMFASignIn`.
+    /// beforeSendSms is told the enrolled number and its user when the credential and enrollment resolve (else the
+    /// send answers its own error, and no function is called).
+    struct SignInCode: SMSSend {
+        let pendingCredential: String?
+        let mfaEnrollmentId: String?
+        let credentials: AppCredentials
+        /// The reply's shape: `mfaSignIn:start`'s, or `sendVerificationCode`'s.
+        let shape: Shape
+        enum Shape { case mfaSignInStart, sendVerificationCode }
+
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) -> SMSRecipient? {
+            guard let user = app.emulator.pendingMFAUser(key, pendingCredential: pendingCredential),
+                  let phone = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId })?.phoneInfo else { return nil }
+            return SMSRecipient(phone: phone, type: .mfaSignIn, user: user)
+        }
+
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
+            let sessionInfo = try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
+                                                              clientIP: call.request.remoteAddress, credentials: credentials)
+            switch shape {
+            case .mfaSignInStart: return Reply(["phoneResponseInfo": ["sessionInfo": .string(sessionInfo)]])
+            case .sendVerificationCode: return SendVerificationCode.reply(call, sessionInfo)
             }
         }
-        return reply(try app.emulator.startMFASignIn(key, pendingCredential: pendingCredential, mfaEnrollmentId: mfaEnrollmentId,
-                                                     clientIP: ip, credentials: credentials))
     }
 
     /// `{mfaPendingCredential, phoneVerificationInfo: {sessionInfo, code}, tenantId?}` → `{idToken, refreshToken}`.
@@ -172,30 +184,15 @@ enum MFAEndpoints {
             throw AuthError(.mfaMissingCredential, "Please set MFA Pending Credential.")
         }
         let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "MFA provider not supported!"))
-        let (sessionInfo, code) = (info["sessionInfo"]?.stringValue, info["code"]?.stringValue)
-        if app.blocking.anyTrigger(app, key, [.beforeSignIn]) {
-            // beforeSignIn after the second factor is verified (production): a read-only check, the function, then the
-            // finalize re-checks everything and saves its changes with the sign-in.
-            return try app.blocking.defer(app, call) {
-                var changes: BlockingFunctions.Outcome? = nil
-                if let (user, provider) = app.emulator.peekMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code) {
-                    let outcome = try app.blocking.signInHooks(app, call, key, user: user, isNew: false,
-                                                               method: BlockingSignInMethod(rawValue: provider) ?? .password, secondFactor: "phone")
-                    if outcome.disabled == true {
-                        try app.emulator.applyBlockingChanges(key, localId: user.localId, outcome)
-                        throw AuthError(.userDisabled)
-                    }
-                    changes = outcome
-                }
-                let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
-                                                           clientIP: call.request.remoteAddress, changes: changes)
-                let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime,
-                                              secondFactorId: t.secondFactorId, sessionClaims: changes?.sessionClaims)
-                return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
-            }
+        let request = SignInRequest.MFAFinalize(pendingCredential: pending, sessionInfo: info["sessionInfo"]?.stringValue,
+                                                code: info["code"]?.stringValue, clientIP: call.request.remoteAddress)
+        return try app.signIn(call, key, .mfaFinalize(request), FinalizeAnswer())
+    }
+
+    /// `mfaSignIn:finalize`'s tokens (with the second factor's claims, and a beforeSignIn's session claims).
+    struct FinalizeAnswer: SignInAnswer {
+        func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
+            Reply(["idToken": .string(idToken), "refreshToken": .string(s.refreshToken)])
         }
-        let t = try app.emulator.finalizeMFASignIn(key, pendingCredential: pending, sessionInfo: sessionInfo, code: code,
-                                                   clientIP: call.request.remoteAddress)
-        return try tokens(app, key, t)
     }
 }

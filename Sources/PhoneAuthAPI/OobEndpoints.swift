@@ -17,8 +17,8 @@ enum SendOobCode {
         if let continueUrl, !CreateAuthUri.isAbsoluteURI(continueUrl) {
             throw AuthError(.invalidContinueUri, "((expected an absolute URI with valid scheme and host))")
         }
-        guard let type = OobCode.RequestType(rawValue: rawType) else {
-            if rawType == "EMAIL_SIGNIN" { throw AuthError(.operationNotAllowed, "Email link sign-in is not supported by this emulator.") }
+        guard rawType != "0" else { throw AuthError(.missingReqType) }
+        guard let type = OobCode.RequestType(wire: rawType) else {
             throw AuthError.invalidJSON("Invalid value at 'request_type' (TYPE_ENUM), \"\(rawType.prefix(100))\"")
         }
         /// The account's email: the body's (PASSWORD_RESET; admin `returnOobLink` without `idToken`), else the
@@ -58,6 +58,12 @@ enum SendOobCode {
             guard Identifiers.isValidEmail(n) else { throw AuthError(.invalidEmail) }
             newEmail = n
             email = try accountEmail(fromToken: true)
+        case .emailSignIn:
+            // No account needed: the link signs one up. A tenant may turn email links off.
+            if app.emulator.tenantSettings(key)?.enableEmailLinkSignin == false { throw AuthError(.operationNotAllowed) }
+            guard let e = try call.string("email"), !e.isEmpty else { throw AuthError(.missingEmail) }
+            guard Identifiers.isValidEmail(e) else { throw AuthError(.invalidEmail) }
+            email = e
         }
         let base = linkBase(call)
         let tenant = key.tenantId
@@ -67,6 +73,7 @@ enum SendOobCode {
             if let tenant { q += "&tenantId=" + URLEncoding.percentEncode(tenant) }
             return base + "/emulator/action?" + q
         }, check: { s throws(AuthError) in
+            if type == .emailSignIn { return }
             guard s.user(email: email) != nil else { throw AuthError(type == .passwordReset ? .emailNotFound : .userNotFound) }
             if let newEmail, s.user(email: newEmail) != nil { throw AuthError(.emailExists) }
         })
@@ -103,8 +110,9 @@ enum ResetPassword {
         } else {
             code = try app.emulator.checkOobCode(key, code: oobCode)
         }
-        var o: JSONObject = ["kind": "identitytoolkit#ResetPasswordResponse", "requestType": .string(code.requestType.rawValue),
-                             "email": .string(code.email)]
+        var o: JSONObject = ["kind": "identitytoolkit#ResetPasswordResponse", "requestType": .string(code.requestType.rawValue)]
+        // An email-link code names no account (the official emulator's answer has no email then).
+        if code.requestType != .emailSignIn { o["email"] = .string(code.email) }
         o.set("newEmail", code.newEmail.map(JSON.string))
         return Reply(.object(o))
     }

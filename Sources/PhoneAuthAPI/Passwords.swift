@@ -31,9 +31,11 @@ enum Passwords {
     }
 
     /// Whether `password` is the one stored as `hash`/`salt`: our PBKDF2 format, or the salted SHA-256
-    /// (`salt:hash`, base64url, no separate salt) earlier versions stored for admin-set passwords. Constant-time compare.
-    static func matches(_ password: String, hash: String?, salt: String?) -> Bool {
+    /// (`salt:hash`, base64url, no separate salt) earlier versions stored for admin-set passwords, or — with the
+    /// user's `algorithm` — an imported hash (ImportedHashes.swift). Constant-time compare.
+    static func matches(_ password: String, hash: String?, salt: String?, algorithm: JSON? = nil) -> Bool {
         guard let hash else { return false }
+        if let algorithm { return matchesImported(password, hash: hash, salt: salt, algorithm: algorithm) }
         if let salt, let saltBytes = Base64URL.decode(salt) {
             // A suite signs the same test user in thousands of times: a password verified against this hash before
             // is recognised by a salted SHA-256 instead of PBKDF2 (a different one still takes the slow path).
@@ -88,23 +90,25 @@ enum Passwords {
 
 /// The password of an imported record (batchCreate, firebase-tools import): our own `passwordHash`/`salt` as exported;
 /// the official emulator's `fakeHash:salt=…:password=…` re-hashed (so its exports keep signing in, and the password
-/// is not kept in the clear); `rawPassword` (the official emulator's import field) hashed; anything else stored
-/// as given (kept in exports; it cannot sign in).
+/// is not kept in the clear); a foreign hash with its algorithm (the request's `hashAlgorithm`…, or the record's own
+/// `passwordHashAlgorithm`: ImportedHashes.swift); `rawPassword` (the official emulator's import field) hashed;
+/// anything else stored as given (kept in exports; it cannot sign in). `.failure`: the user's import error.
 enum ImportedPassword {
-    static func changes(_ u: JSONObject, random: any RandomSource) -> (hash: String, salt: String?, updatedAt: Int64?)? {
+    static func change(_ u: JSONObject, index: Int, random: any RandomSource,
+                       algorithm: ImportedHash? = nil) throws(AuthError) -> Result<PasswordChange?, UserFieldError> {
         let updatedAt = UserFields.integer(u["passwordUpdatedAt"]).flatMap { TimeField.createdAt.isValid($0) ? $0 : nil }
+        func ours(_ h: (hash: String, salt: String)) -> PasswordChange {
+            PasswordChange(hash: h.hash, salt: h.salt, updatedAt: updatedAt, revokesTokens: false)
+        }
         if let hash = BatchAccounts.stringField(u["passwordHash"]), !hash.isEmpty {
             let salt = BatchAccounts.stringField(u["salt"])
-            if let plain = Passwords.officialEmulatorPassword(hash: hash, salt: salt) {
-                let h = Passwords.hash(plain, random: random)
-                return (h.hash, h.salt, updatedAt)
+            if let plain = Passwords.officialEmulatorPassword(hash: hash, salt: salt) { return .success(ours(Passwords.hash(plain, random: random))) }
+            if let foreign = try foreign(hash, salt: salt, updatedAt: updatedAt, user: u, index: index, algorithm: algorithm) {
+                return foreign.map(Optional.some)
             }
-            return (hash, salt, updatedAt)
+            return .success(PasswordChange(hash: hash, salt: salt, updatedAt: updatedAt, revokesTokens: false))
         }
-        if let raw = BatchAccounts.stringField(u["rawPassword"]), !raw.isEmpty {
-            let h = Passwords.hash(raw, random: random)
-            return (h.hash, h.salt, updatedAt)
-        }
-        return nil
+        if let raw = BatchAccounts.stringField(u["rawPassword"]), !raw.isEmpty { return .success(ours(Passwords.hash(raw, random: random))) }
+        return .success(nil)
     }
 }

@@ -29,11 +29,15 @@ public final class PhoneAuthApp: HTTPResponder {
     let boundary: WebBoundary
     /// Blocking functions: the bounded pool and deadline their calls run with (BlockingCalls.swift).
     public let blocking: BlockingCalls
+    /// Webhooks and the Functions emulator's auth triggers: the emulator's push sink (WebhookDelivery.swift).
+    public let webhooks: WebhookDispatcher
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
                 saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil,
-                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls()) {
+                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls(), webhooks: WebhookDispatcher? = nil) {
         self.blocking = blocking
+        self.webhooks = webhooks ?? WebhookDispatcher(emulator: emulator, logger: logger)
+        emulator.events.setPushSink(self.webhooks)
         self.exportRoots = Self.resolveExportRoot(exportRoot)
         self.emulator = emulator
         self.tokens = tokens
@@ -238,9 +242,9 @@ public final class PhoneAuthApp: HTTPResponder {
 
     /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
     /// to exist (cap, `tenants.createOnFirstUse`). Writes create the store here, so the caps are exact; reads
-    /// (`RouteRow.readOnly`: every GET, and the POST lookups and queries) allocate nothing. The v2 tenant resource
-    /// routes answer `TENANT_NOT_FOUND` themselves (told by the route's row, not by the request's raw path, which may
-    /// spell the same route with percent-escapes).
+    /// (`RouteRow.readOnly`: every GET, and the POST lookups and queries) allocate nothing. The v2 admin resources
+    /// (tenants, provider configurations) answer `TENANT_NOT_FOUND` themselves (`RouteRow.isTenantResource`: told by
+    /// the route's row, not by the request's raw path, which may spell the same route with percent-escapes).
     func admitPathKey(_ key: StoreKey, _ route: Route) throws(AuthError) {
         let create = !route.readOnly
         if key.tenantId != nil && !route.row.isTenantResource {

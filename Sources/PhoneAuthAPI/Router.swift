@@ -66,10 +66,14 @@ struct PathParams: Sendable, Equatable {
     var project: String?
     /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
     var tenant: String?
-    /// `{file}`: a console file's name.
+    /// `{file}`: a console or provider page file's name.
     var file: String?
+    /// `{snapshot}`: a snapshot's name (checked by its handler).
+    var snapshot: String?
+    /// `{config}`: a provider configuration's id (checked by its handler).
+    var config: String?
 
-    enum Name: String, Sendable, CaseIterable { case project, tenant, file }
+    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot, config }
 
     subscript(name: Name) -> String? {
         get {
@@ -77,6 +81,8 @@ struct PathParams: Sendable, Equatable {
             case .project: project
             case .tenant: tenant
             case .file: file
+            case .snapshot: snapshot
+            case .config: config
             }
         }
         set {
@@ -84,6 +90,8 @@ struct PathParams: Sendable, Equatable {
             case .project: project = newValue
             case .tenant: tenant = newValue
             case .file: file = newValue
+            case .snapshot: snapshot = newValue
+            case .config: config = newValue
             }
         }
     }
@@ -109,9 +117,9 @@ struct RouteRow: Sendable {
     let readOnly: Bool
     /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
     let doc: String
-    /// A v2 tenant resource (`/v2/projects/{p}/tenants…`): its handler answers `TENANT_NOT_FOUND` for a missing path
-    /// tenant, so the path tenant is never created on first use.
-    var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}/tenants") }
+    /// A v2 admin resource (`/v2/projects/{p}/tenants…`, a project's or tenant's provider configurations): its handler
+    /// answers `TENANT_NOT_FOUND` for a missing path tenant, so the path tenant is never created on first use.
+    var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") }
     let handler: Handler
 
     init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,
@@ -174,11 +182,15 @@ enum Router {
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:createAuthUri", .client, .json, .loop, v3: "createAuthUri",
                  "`{sessionId}` for any email; `{registered, allProviders, signinMethods, sessionId}` with email enumeration protection off", CreateAuthUri.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendOobCode", .client, .json, .loop, v3: "getOobConfirmationCode",
-                 "VERIFY_EMAIL, PASSWORD_RESET, VERIFY_AND_CHANGE_EMAIL codes (logged and in the oob inbox; no email is sent)", SendOobCode.handle),
+                 "VERIFY_EMAIL, PASSWORD_RESET, VERIFY_AND_CHANGE_EMAIL, EMAIL_SIGNIN codes (logged and in the oob inbox; no email is sent); admin `returnOobLink`", SendOobCode.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:resetPassword", .client, .json, .offload, v3: "resetPassword",
                  "`{oobCode, newPassword}` sets the password; without `newPassword` checks the code", ResetPassword.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", .client, .json, .offload, v3: "verifyCustomToken",
                  "sign in / sign up with a custom token (unsigned or RS256, signature not checked); `claims` go into the ID tokens", CustomTokens.signIn),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp", .client, .json, .offload, v3: "verifyAssertion",
+                 "federated sign-in / sign-up / link (`idToken`): `postBody` `providerId=…&id_token=…` (JSON claims or a JWT, not verified), `access_token`, `nonce`, SAML", SignInWithIdp.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithEmailLink", .client, .json, .offload, v3: "emailLinkSignin",
+                 "sign in / sign up / link (`idToken`) with an EMAIL_SIGNIN code: `{email, oobCode}`", SignInWithEmailLink.handle),
         RouteRow("GET", "/www.googleapis.com/identitytoolkit/v3/relyingparty/getProjectConfig", .client, .none, .loop,
                  "the iOS SDK's project config (`projectId`, `authorizedDomains`)", Status.projects),
         RouteRow("POST", "/securetoken.googleapis.com/v1/token", .apiKey, .jsonOrForm, .offload,
@@ -226,6 +238,38 @@ enum Router {
                  "production Admin API config, incl. `signIn.phoneNumber.testPhoneNumbers`", AdminConfig.get),
         RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}/config", .admin, .json, .loop,
                  "PATCH with `?updateMask=`", AdminConfig.patch),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?oauthIdpConfigId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.oauth)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.oauth)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.oauth)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.oauth)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/oauthIdpConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.oauth)),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?inboundSamlConfigId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.saml)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.saml)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.saml)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.saml)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/inboundSamlConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.saml)),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs", .admin, .json, .loop,
+                 "create a provider configuration (`?idpId=`); `enabled: false` turns its sign-in off", IdpConfigEndpoints.create(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs", .admin, .none, .loop,
+                 "list them (`pageSize`, `pageToken`)", IdpConfigEndpoints.list(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .none, .loop,
+                 "one (`CONFIGURATION_NOT_FOUND`)", IdpConfigEndpoints.get(.defaultSupported)),
+        RouteRow("PATCH", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .json, .loop,
+                 "update (`updateMask`)", IdpConfigEndpoints.patch(.defaultSupported)),
+        RouteRow("DELETE", "/identitytoolkit.googleapis.com/v2/projects/{project}[/tenants/{tenant}]/defaultSupportedIdpConfigs/{config}", .admin, .none, .loop,
+                 "delete", IdpConfigEndpoints.delete(.defaultSupported)),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/defaultSupportedIdps", .admin, .none, .loop,
+                 "the providers a `defaultSupportedIdpConfigs` may name", IdpConfigEndpoints.supported),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .none, .loop,
                  "list tenants", Tenants.list),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/projects/{project}/tenants", .admin, .json, .loop,
@@ -253,6 +297,8 @@ enum Router {
         RouteRow("GET", "/console/{file?}", .open, .none, .loop,
                  "the web console's files (embedded; ETag, CSP)", Console.asset),
 
+        RouteRow("GET", "/emulator/action", .open, .none, .offload,
+                 "where inbox links lead (`mode=signIn|resetPassword|verifyEmail|verifyAndChangeEmail`): a redirect to the link's continue URL, or what happened", EmulatorAction.handle),
         // The emulator API.
         RouteRow("GET", "/emulator/v1/clock", .emulator, .none, .loop,
                  "the emulator clock", EmulatorControls.clock),
@@ -287,10 +333,37 @@ enum Router {
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/events", .emulator, .none, .loop,
                  "the event stream: Server-Sent Events, or JSON lines with `?format=jsonl` (`Last-Event-ID` / `?since=ID` replay, `?type=` filters, `?follow=false`)",
                  EventStream.handle),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/webhooks", .emulator, .none, .loop,
+                 "where the events are pushed (`events.webhooks`, `events.functionsEmulator`), with delivery counters", EmulatorAPI.webhooks),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/pushNotifications", .emulator, .none, .loop,
                  "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
         RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,
                  "mint reCAPTCHA / Play Integrity tokens", EmulatorControls.mintCredential),
+        RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/idTokens", .emulator, .json, .offload,
+                 "a test principal in one call: `{uid, claims?, phoneNumber?, email?, signInProvider?, secondFactor?, authTime?, expiresIn?}` → `{idToken, refreshToken, expiresIn, localId, isNewUser}` (the user created or updated)",
+                 IdTokensEndpoint.mint),
+        RouteRow("POST", "/emulator/v1/projects/{project}:reset", .emulator, .json, .bulk,
+                 "back to the starting state: the config file's config, the `--import`ed users, no codes or sessions; tenants too",
+                 ResetEndpoints.resetProject),
+        RouteRow("POST", "/emulator/v1:reset", .emulator, .json, .bulk,
+                 "every project back to its starting state, and the clock to the real time", ResetEndpoints.resetAll),
+        RouteRow("POST", "/emulator/v1/projects/{project}:snapshot", .emulator, .json, .bulk, readOnly: true,
+                 "save the project's state (with its tenants) as `{name}` (in memory, at most 32 per project)", ResetEndpoints.save),
+        RouteRow("POST", "/emulator/v1/projects/{project}:restore", .emulator, .json, .bulk,
+                 "put the snapshot `{name}` back", ResetEndpoints.restore),
+        RouteRow("GET", "/emulator/v1/projects/{project}/snapshots", .emulator, .none, .loop,
+                 "the saved snapshots", ResetEndpoints.list),
+        RouteRow("DELETE", "/emulator/v1/projects/{project}/snapshots/{snapshot}", .emulator, .none, .loop, readOnly: true,
+                 "delete one", ResetEndpoints.delete),
+
+        // The provider page the SDKs open for popup, redirect and mobile provider sign-ins (ProviderPage.swift).
+        RouteRow("GET", "/emulator/auth/handler", .open, .none, .bulk,
+                 "the account chooser (`?apiKey=&providerId=&authType=&…`): lists the provider's users (at most 100, newest first), adds new ones, hands the result back to the SDK",
+                 ProviderPage.handler),
+        RouteRow("GET", "/emulator/auth/iframe", .open, .none, .loop,
+                 "the JS SDK's helper iframe (Google's gapi channel)", ProviderPage.iframe),
+        RouteRow("GET", "/emulator/auth/assets/{file}", .open, .none, .loop,
+                 "the provider page's script and style sheet (embedded; ETag)", ProviderPage.asset),
     ]
 
     /// The table, compiled once.

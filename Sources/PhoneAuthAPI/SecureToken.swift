@@ -12,7 +12,7 @@ enum SecureToken {
         let key = StoreKey(projectId: record.projectId, tenantId: record.tenantId)
         let claims = TokenService.claims(for: user, key: key, authTime: record.authTime, signInProvider: record.signInProvider,
                                          issuedAt: app.emulator.clock.nowSeconds(), secondFactorId: record.secondFactorId,
-                                         extraClaims: record.extraClaimsObject)
+                                         extraClaims: record.extraClaimsObject, secondFactor: record.secondFactor)
         let idToken = try app.tokens.sign(claims)
         return Reply([
             "access_token": .string(idToken),

@@ -8,16 +8,16 @@ import PhoneAuthCore
 enum SendVerificationCode {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
-        let phone = try call.string("phoneNumber")
-        let hash = try call.object("autoRetrievalInfo")?["appSignatureHash"]?.stringValue
-        var creds = AppCredentials()
-        creds.recaptchaToken = try call.string("recaptchaToken")
-        creds.captchaResponse = try call.string("captchaResponse")
-        creds.iosReceipt = try call.string("iosReceipt")
-        creds.iosSecret = try call.string("iosSecret")
-        creds.playIntegrityToken = try call.string("playIntegrityToken")
-        creds.safetyNetToken = try call.string("safetyNetToken")
-        if let masked = phone, MultiFactor.isMasked(masked) {
+        // Built in place: the send carries what the request gave (no copy of the credentials on the hot path).
+        var send = Code(phone: try call.string("phoneNumber"),
+                        autoRetrievalHash: try call.object("autoRetrievalInfo")?["appSignatureHash"]?.stringValue)
+        send.credentials.recaptchaToken = try call.string("recaptchaToken")
+        send.credentials.captchaResponse = try call.string("captchaResponse")
+        send.credentials.iosReceipt = try call.string("iosReceipt")
+        send.credentials.iosSecret = try call.string("iosSecret")
+        send.credentials.playIntegrityToken = try call.string("playIntegrityToken")
+        send.credentials.safetyNetToken = try call.string("safetyNetToken")
+        if let masked = send.phone, MultiFactor.isMasked(masked) {
             // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint: it is sent as that pending
             // sign-in's `mfaSignIn:start` would be (`Emulator.resolveMaskedMFASignIn`), or refused as production
             // refuses a masked number — always with the abuse limits on (a server others reach): the hint carries
@@ -26,24 +26,28 @@ enum SendVerificationCode {
                   let (credential, enrollmentId) = app.emulator.resolveMaskedMFASignIn(key, maskedPhone: masked) else {
                 throw AuthError(.invalidPhoneNumber, "Invalid format.")
             }
-            return try MFAEndpoints.sendSignInCode(app, call, key, pendingCredential: credential, mfaEnrollmentId: enrollmentId,
-                                                   credentials: creds) { sessionInfo in reply(call, sessionInfo) }
+            return try app.sendSMS(call, key, MFAEndpoints.SignInCode(pendingCredential: credential, mfaEnrollmentId: enrollmentId,
+                                                                     credentials: send.credentials, shape: .sendVerificationCode))
         }
-        if app.blocking.anyTrigger(app, key, [.beforeSendSms]) {
-            // beforeSendSms: the function runs off the loop before anything is stored; an error it answers (an
-            // HttpsError) blocks the send: no session, no inbox entry, nothing counted.
+        return try app.sendSMS(call, key, send)
+    }
+
+    /// A first-factor code: beforeSendSms is told the number (an invalid one is refused first) and the account that
+    /// has it, if any.
+    struct Code: SMSSend {
+        let phone: String?
+        let autoRetrievalHash: String?
+        var credentials = AppCredentials()
+
+        func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let e164 = try PhoneNumber(parsing: phone).e164
-            let owner = app.emulator.existingStore(key)?.read { $0.user(phone: e164) }
-            let creds = creds
-            return try app.blocking.defer(app, call) {
-                try app.blocking.beforeSendSms(app, call, key, phone: e164, type: .signIn, user: owner)
-                return reply(call, try app.emulator.sendVerificationCode(
-                    key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds))
-            }
+            return SMSRecipient(phone: e164, type: .signIn, user: app.emulator.existingStore(key)?.read { $0.user(phone: e164) })
         }
-        let sessionInfo = try app.emulator.sendVerificationCode(
-            key, phoneNumber: phone, autoRetrievalHash: hash, clientIP: call.request.remoteAddress, credentials: creds)
-        return reply(call, sessionInfo)
+
+        func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
+            reply(call, try app.emulator.sendVerificationCode(key, phoneNumber: phone, autoRetrievalHash: autoRetrievalHash,
+                                                              clientIP: call.request.remoteAddress, credentials: credentials))
+        }
     }
 
     static func reply(_ call: Call, _ sessionInfo: String) -> Reply {

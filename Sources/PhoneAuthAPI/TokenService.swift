@@ -82,11 +82,12 @@ public final class TokenService: Sendable {
     /// The ID token claims production issues for this user (custom claims first, reserved claims and the user's own
     /// identity fields win: `email`, `phone_number`… come from the record, after the custom claims, and a claim of that
     /// name is dropped when the user lacks the field — as production and the official emulator write them).
-    /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`).
+    /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`);
+    /// `secondFactor` names another kind (`totp`: a minted test principal's).
     /// `extraClaims`: the session's own claims (a custom token's `claims`), over the user's custom claims, under the
     /// reserved ones (the official emulator's order).
     public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject()) -> JSONObject {
+                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject(), secondFactor: String? = nil) -> JSONObject {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
@@ -108,12 +109,13 @@ public final class TokenService: Sendable {
         var identities = JSONObject()
         if let p = user.phoneNumber { identities["phone"] = [.string(p)] }
         if let e = user.email { identities["email"] = [.string(e)] }
+        for p in user.providerUserInfo { identities[p.providerId] = .array((identities[p.providerId]?.arrayValue ?? []) + [.string(p.rawId)]) }
         var fb = JSONObject()
         fb["identities"] = .object(identities)
         fb["sign_in_provider"] = .string(signInProvider)
         if let secondFactorId {
             fb["second_factor_identifier"] = .string(secondFactorId)
-            fb["sign_in_second_factor"] = "phone"
+            fb["sign_in_second_factor"] = .string(secondFactor ?? "phone")
         }
         fb.set("tenant", key.tenantId.map(JSON.string))
         c["firebase"] = .object(fb)
@@ -123,10 +125,10 @@ public final class TokenService: Sendable {
     /// `claims(for:…)` serialized, written straight into bytes for a user without custom claims and a session without
     /// extra claims (every phone sign-in of such a user): no `JSONObject` to build and serialize per token. The bytes
     /// are those `JSON.object(claims(…)).serialized()` gives (a test compares them across users, tenants and factors);
-    /// nil when the user has custom claims (`claims` handles their merge rules).
+    /// nil when the user has custom claims (`claims` handles their merge rules) or federated identities.
     static func claimsJSON(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
                            secondFactorId: String? = nil) -> [UInt8]? {
-        guard user.customAttributes == nil else { return nil }
+        guard user.customAttributes == nil, user.providerUserInfo.isEmpty else { return nil }
         var c = JSONObjectBytes(capacity: 768)
         if let v = user.displayName { c.string("name", v) }
         if let v = user.photoUrl { c.string("picture", v) }

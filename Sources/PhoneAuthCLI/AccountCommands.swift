@@ -15,7 +15,10 @@ extension Commands {
     /// Checks the flags of `users create` (no server needed) and returns the admin signUp body.
     static func userCreateBody(_ args: Arguments) throws(UsageError) -> JSONObject {
         let email = args.value("email"), password = args.value("password"), phone = args.value("phone")
-        guard email != nil || phone != nil else { throw UsageError("give --phone, or --email with --password, or both") }
+        let providers = args.options["provider"] ?? []
+        guard email != nil || phone != nil || !providers.isEmpty else {
+            throw UsageError("give --phone, or --email with --password, or --provider PROVIDER:RAWID[:EMAIL], or several")
+        }
         if password != nil && email == nil { throw UsageError("--password needs --email") }
         if email != nil && password == nil { throw UsageError("--email needs --password") }
         if args.has("email-verified") && email == nil { throw UsageError("--email-verified needs --email") }
@@ -31,9 +34,14 @@ extension Commands {
 
     static func usersCreate(_ s: Session, _ a: [String]) throws {
         let body = try userCreateBody(s.args)
+        let links = try (s.args.options["provider"] ?? []).map { spec throws(UsageError) in try providerToLink(spec, displayName: s.args.value("display-name")) }
         let c = try s.client()
         let r = try c.request("POST", c.adminBase + "/accounts", body: .object(body), admin: true)
         guard let uid = r["localId"]?.stringValue else { throw APIError(status: 500, message: "no localId in the reply") }
+        // Each identity as firebase-admin's update_user(provider_to_link=…) links it.
+        for link in links {
+            _ = try c.request("POST", c.adminBase + "/accounts:update", body: ["localId": .string(uid), "linkProviderUserInfo": .object(link)], admin: true)
+        }
         // The record as stored (the server's normalized email and phone, createdAt).
         let u = try lookupUser(c, uid: uid)
         s.emit(u, rows: userRows(u))

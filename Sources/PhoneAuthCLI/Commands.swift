@@ -87,6 +87,10 @@ enum Commands {
         }
         if let m = u["mfaInfo"]?.arrayValue, !m.isEmpty { rows.append(("second factors", String(m.count))) }
         if let n = u["displayName"]?.stringValue { rows.append(("name", n)) }
+        for p in u["providerUserInfo"]?.arrayValue ?? [] {
+            guard let id = p["providerId"]?.stringValue, id != "phone", id != "password" else { continue }
+            rows.append(("provider", ([id, p["rawId"]?.stringValue ?? ""] + (p["email"]?.stringValue.map { [$0] } ?? [])).joined(separator: " ")))
+        }
         rows.append(("disabled", u["disabled"]?.boolValue == true ? "yes" : "no"))
         if let c = u["customAttributes"]?.stringValue { rows.append(("claims", c)) }
         if let t = u["createdAt"] { rows.append(("created", millisText(t))) }
@@ -278,14 +282,6 @@ enum Commands {
     }
 
     // MARK: maintenance
-
-    static func reset(_ s: Session, _ a: [String]) throws {
-        let c = try s.client()
-        _ = try c.request("DELETE", c.emulatorBase + "/accounts")
-        let r = try c.request("DELETE", c.emulatorBase + "/verificationCodes")
-        s.emit(["project": .string(c.project), "usersDeleted": true, "codesDeleted": r["deleted"] ?? 0],
-               rows: [("project", c.project), ("users", "deleted"), ("pending codes", "deleted (\(r["deleted"]?.int64Value ?? 0))")])
-    }
 
     static func health(_ s: Session, _ a: [String]) throws {
         let c = EmulatorClient(baseURL: s.baseURL, project: "", apiKey: "", tenant: nil)

@@ -105,12 +105,15 @@ public struct PasswordChange: Sendable, Equatable {
     public var clear = false
     /// A new password revokes older tokens (production); imports keep their `validSince`.
     public var revokesTokens = true
+    /// An imported foreign hash's algorithm (`UserRecord.passwordHashAlgorithm`); nil: `hash` is ours.
+    public var algorithm: JSON?
 
-    public init(hash: String?, salt: String?, updatedAt: Int64? = nil, revokesTokens: Bool = true) {
+    public init(hash: String?, salt: String?, updatedAt: Int64? = nil, revokesTokens: Bool = true, algorithm: JSON? = nil) {
         self.hash = hash
         self.salt = salt
         self.updatedAt = updatedAt
         self.revokesTokens = revokesTokens
+        self.algorithm = algorithm
     }
 
     public static let remove: PasswordChange = { var p = PasswordChange(hash: nil, salt: nil); p.clear = true; return p }()
@@ -167,6 +170,15 @@ public struct TenantSettings: Sendable, Equatable {
     public var enableAnonymousUser = true
     public var extra = JSONObject()
     public init() {}
+
+    /// A tenant that came into being by being used (not through the tenants API): every sign-in method on, email
+    /// link included, as the official emulator's tenants made on the fly. The tenants API's default leaves email
+    /// link off, as production's.
+    public static let createdOnFirstUse: TenantSettings = {
+        var t = TenantSettings()
+        t.enableEmailLinkSignin = true
+        return t
+    }()
 }
 
 extension Emulator {
@@ -199,27 +211,6 @@ extension Emulator {
         return user
     }
 
-    /// Client `signUp`: creates a user signed in now, with a refresh token, in one transaction. Returns the user,
-    /// its refresh token, the sign-in provider (`anonymous` or `password`) and the auth time (seconds).
-    public func signUp(_ key: StoreKey, changes: UserChanges) throws(AuthError) -> (user: UserRecord, refreshToken: String, signInProvider: String, authTime: Int64) {
-        let now = clock.nowMillis()
-        let authTime = clock.nowSeconds()
-        return try transaction(key) { tx throws(AuthError) in
-            try tx.checkTenantEnabled()
-            try checkUserQuota(tx.store)
-            var user = try newUser(tx.store, key, localId: nil, changes: changes, now: now)
-            let provider = user.isAnonymous ? "anonymous" : "password"
-            user.lastLoginAt = authTime * 1000
-            user.lastRefreshAt = now
-            tx.save(user)
-            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: provider))
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: provider)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: nil))
-            return (user, token, provider, authTime)
-        }
-    }
-
     /// What a new refresh token issued with an update says.
     public struct RefreshGrant: Sendable {
         public var signInProvider: String
@@ -236,7 +227,11 @@ extension Emulator {
     }
 
     /// Applies `changes` and, with `refresh`, issues a refresh token for the result, in one transaction.
+    /// `deleteProviders`: `phone`, `password` (the hash, and email-link sign-in), `email`, or a federated provider id
+    /// (its identity is unlinked). `linkProvider`: an admin's `linkProviderUserInfo`, upserted by provider id; an identity
+    /// linked to another user is `FEDERATED_USER_ID_ALREADY_LINKED`.
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = [],
+                           linkProvider: ProviderUserInfo? = nil,
                            refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
@@ -246,10 +241,16 @@ extension Emulator {
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
-                case "password": user.passwordHash = nil; user.salt = nil
+                case "password":
+                    user.setPassword(hash: nil, salt: nil, algorithm: nil)
+                    user.emailLinkSignin = false
                 case "email": user.email = nil; user.emailVerified = false
-                default: break
+                default: user.providerUserInfo.removeAll { $0.providerId == p }
                 }
+            }
+            if let link = linkProvider {
+                if let owner = tx.store.federatedIndex[link.indexKey], owner != user.localId { throw AuthError(.federatedUserIdAlreadyLinked) }
+                user.link(link)
             }
             tx.save(user)
             tx.emitUserChanges(from: old, to: user)
@@ -318,8 +319,9 @@ extension Emulator {
     /// Deletes a user; `USER_NOT_FOUND` if absent. Their refresh tokens stop working (same transaction).
     public func deleteUser(_ key: StoreKey, localId: String) throws(AuthError) {
         try transaction(key) { tx throws(AuthError) in
-            guard tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
+            guard let old = tx.store.users[localId], tx.deleteUser(localId) else { throw AuthError(.userNotFound) }
             tx.emit(.userDeleted(uid: localId))
+            tx.noteDeletedUser(old)
         }
     }
 
@@ -336,6 +338,7 @@ extension Emulator {
                 }
                 tx.deleteUser(id)
                 tx.emit(.userDeleted(uid: id))
+                tx.noteDeletedUser(user)
             }
             return notDisabled
         }

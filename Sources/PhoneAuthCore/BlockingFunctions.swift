@@ -137,9 +137,34 @@ public enum BlockingFunctionsHint {
     public static func noteConfigured() { configured.store(true, ordering: .relaxed) }
 }
 
-/// How a sign-in reached the user, as `sign_in_method` names it.
-public enum BlockingSignInMethod: String, Sendable {
-    case phone, password, anonymous, custom, emailLink
+/// How a sign-in reached the user, as `sign_in_method` names it: a fixed name, or a federated provider's id.
+public struct BlockingSignInMethod: RawRepresentable, Sendable, Equatable {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public static let phone = Self(rawValue: "phone"), password = Self(rawValue: "password"), anonymous = Self(rawValue: "anonymous")
+    public static let custom = Self(rawValue: "custom"), emailLink = Self(rawValue: "emailLink")
+    /// A federated provider (`google.com`, `oidc.x`…).
+    public static func provider(_ id: String) -> Self { Self(rawValue: id) }
+}
+
+/// What a federated sign-in hands its blocking functions besides the user: the provider's raw profile
+/// (`raw_user_info`, from which firebase-functions builds `additionalUserInfo`), its tokens (sent as
+/// `oauth_id_token`/`oauth_access_token`/`oauth_token_secret` only where `forwardInboundCredentials` says) and a SAML
+/// response's attributes.
+public struct FederatedCredential: Sendable, Equatable {
+    public var rawUserInfo: String?
+    public var idToken: String?
+    public var accessToken: String?
+    public var tokenSecret: String?
+    public var signInAttributes: JSONObject?
+    public init(rawUserInfo: String? = nil, idToken: String? = nil, accessToken: String? = nil, tokenSecret: String? = nil,
+                signInAttributes: JSONObject? = nil) {
+        self.rawUserInfo = rawUserInfo
+        self.idToken = idToken
+        self.accessToken = accessToken
+        self.tokenSecret = tokenSecret
+        self.signInAttributes = signInAttributes
+    }
 }
 
 /// What an SMS is for (`sms_type`, firebase-functions' `SmsType`).
@@ -165,6 +190,8 @@ public struct BlockingEventContext: Sendable {
     /// Forwarded credentials (only those `forwardInboundCredentials` turns on are sent).
     public var idToken: String?
     public var refreshToken: String?
+    /// A federated sign-in's credential and raw profile.
+    public var federated: FederatedCredential?
 
     public init(event: BlockingEvent, projectId: String, tenantId: String?, user: UserRecord?, ipAddress: String) {
         self.event = event
@@ -205,7 +232,15 @@ public enum BlockingFunctions {
         c.set("sign_in_second_factor", ctx.secondFactor.map(JSON.string))
         c.set("phone_number", ctx.phoneNumber.map(JSON.string))
         c.set("sms_type", ctx.smsType.map { .string($0.rawValue) })
-        if config.forwardIdToken, let t = ctx.idToken { c["oauth_id_token"] = .string(t) }
+        if let f = ctx.federated {
+            c.set("raw_user_info", f.rawUserInfo.map(JSON.string))
+            c.set("sign_in_attributes", f.signInAttributes.map(JSON.object))
+            if config.forwardAccessToken {
+                c.set("oauth_access_token", f.accessToken.map(JSON.string))
+                c.set("oauth_token_secret", f.tokenSecret.map(JSON.string))
+            }
+        }
+        if config.forwardIdToken, let t = ctx.federated?.idToken ?? ctx.idToken { c["oauth_id_token"] = .string(t) }
         if config.forwardRefreshToken, let t = ctx.refreshToken { c["oauth_refresh_token"] = .string(t) }
         return c
     }

@@ -28,64 +28,72 @@ extension Emulator {
     /// The provider custom-token sessions carry (`firebase.sign_in_provider`).
     public static let customTokenProvider = "custom"
 
-    /// A custom-token sign-in in two steps, so that what runs between them (blocking functions: `beforeCreate` when
-    /// the answer is nil, `beforeSignIn` always) holds no lock and no transaction:
-    ///
-    /// 1. `customTokenSubject` — the decision: the existing user the token names, or nil when the sign-in will create
-    ///    one. Read only; refuses a disabled tenant (`PROJECT_DISABLED`) or user (`USER_DISABLED`).
-    /// 2. `completeCustomTokenSignIn` — one transaction: creates or updates the user (applying `changes`, e.g. what a
-    ///    blocking function returned), records the login and issues the refresh token. The caller then mints the ID
-    ///    token (`TokenService.claims(…, signInProvider: "custom", extraClaims:)`).
-    ///
-    /// If another request creates the user between the steps, step 2 signs in to that user (`isNewUser: false`).
-    public func customTokenSubject(_ key: StoreKey, uid: String) throws(AuthError) -> UserRecord? {
-        guard let box = existingStore(key) else { return nil }  // a store that does not exist yet has no users
-        let (tenantDisabled, user) = box.read { s in (s.tenant?.disableAuth == true, s.users[uid]) }
-        if tenantDisabled { throw AuthError(.projectDisabled) }
-        if let user, user.disabled { throw AuthError(.userDisabled) }
-        return user
+    /// The custom-token sign-in without blocking functions, in one call (`signIn(key, .customToken(…))`).
+    public func completeCustomTokenSignIn(_ key: StoreKey, grant: CustomTokenGrant) throws(AuthError) -> CustomTokenSignInResult {
+        guard case .signedIn(let s) = try signIn(key, .customToken(.init(grant: grant))) else {
+            throw AuthError.internalError("a custom-token sign-in ends signed in")
+        }
+        return CustomTokenSignInResult(user: s.user, isNewUser: s.isNewUser, refreshToken: s.refreshToken, authTime: s.authTime)
+    }
+}
+
+extension SignInRequest {
+    /// A checked custom token's grant (PhoneAuthAPI/CustomTokens.swift checks the token itself).
+    public struct CustomToken: Sendable {
+        public var grant: CustomTokenGrant
+        /// The caller's address (a new user counts against `protection.accountsPerIp`).
+        public var clientIP: String?
+        public init(grant: CustomTokenGrant, clientIP: String? = nil) {
+            self.grant = grant
+            self.clientIP = clientIP
+        }
+    }
+}
+
+extension SignInRequest.CustomToken: SignInMethod {
+    /// With blocking functions: refuses a disabled tenant (`PROJECT_DISABLED`) or user (`USER_DISABLED`) and names
+    /// the user they see — the one the token names, or a new one with its uid (beforeCreate then). Without, the
+    /// commit decides alone (it makes the same checks).
+    func plan(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, hooked: Bool) throws(AuthError) -> SignInStep<SignInCandidate?> {
+        guard hooked else { return .proceed(nil) }
+        try tx.checkTenantEnabled()
+        let existing = tx.store.users[grant.uid]
+        if let existing, existing.disabled { throw AuthError(.userDisabled) }
+        return .proceed(SignInCandidate(user: existing ?? UserRecord(localId: grant.uid, createdAt: now), isNew: existing == nil, method: .custom))
     }
 
-    /// Step 2 of a custom-token sign-in (see `customTokenSubject`).
-    /// `blocking`: what beforeCreate/beforeSignIn returned, applied to the user saved here; a user they disabled is
-    /// saved disabled and the sign-in ends with `USER_DISABLED` (no refresh token).
-    public func completeCustomTokenSignIn(_ key: StoreKey, grant: CustomTokenGrant, changes: UserChanges = UserChanges(),
-                                          blocking: BlockingFunctions.Outcome? = nil) throws(AuthError) -> CustomTokenSignInResult {
-        let now = clock.nowMillis()
-        let authTime = now / 1000
-        return try transaction(key) { tx throws(AuthError) -> CustomTokenSignInResult in
-            try tx.checkTenantEnabled()
-            var user: UserRecord
-            let isNewUser: Bool
-            let before = tx.store.users[grant.uid]
-            if var existing = before {
-                guard !existing.disabled else { throw AuthError(.userDisabled) }
-                try apply(changes, to: &existing, in: tx.store, now: now)
-                user = existing
-                isNewUser = false
-            } else {
-                try checkUserQuota(tx.store)
-                user = try newUser(tx.store, key, localId: grant.uid, changes: changes, now: now)
-                isNewUser = true
-            }
-            if let blocking {
-                blocking.apply(to: &user)
-                if user.disabled {
-                    tx.save(user)
-                    emitSaved(&tx, user, before: before)
-                    return CustomTokenSignInResult(user: user, isNewUser: isNewUser, refreshToken: "", authTime: authTime)
-                }
-            }
-            user.lastLoginAt = now
-            user.lastRefreshAt = now
-            tx.save(user)
-            emitSaved(&tx, user, before: before)
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: Self.customTokenProvider,
-                                                  extraClaims: grant.developerClaims)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: Self.customTokenProvider, secondFactor: nil))
-            return CustomTokenSignInResult(user: user, isNewUser: isNewUser, refreshToken: token, authTime: authTime)
+    func candidate(_ decision: SignInCandidate?) -> SignInCandidate? { decision }
+
+    /// Creates or updates the user (with the functions' changes), records the login and issues the refresh token
+    /// carrying the token's developer claims. It decides again: a user another request created while the functions
+    /// ran is signed in (`isNewUser: false`); one they disabled is saved disabled and the sign-in is `USER_DISABLED`.
+    func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming SignInCandidate?, changes: BlockingFunctions.Outcome?,
+                now: Int64) throws(AuthError) -> SignInOutcome {
+        try tx.checkTenantEnabled()
+        var user: UserRecord
+        let before = tx.store.users[grant.uid]
+        if let existing = before {
+            guard !existing.disabled else { throw AuthError(.userDisabled) }
+            user = existing
+        } else {
+            try e.checkUserQuota(tx.store)
+            try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
+            user = try e.newUser(tx.store, tx.key, localId: grant.uid, changes: UserChanges(), now: now)
         }
+        if let changes {
+            changes.apply(to: &user)
+            if user.disabled {
+                tx.save(user)
+                emitSaved(&tx, user, before: before)
+                throw AuthError(.userDisabled)
+            }
+        }
+        user.lastLoginAt = now
+        user.lastRefreshAt = now
+        tx.save(user)
+        emitSaved(&tx, user, before: before)
+        return e.issueSession(&tx, user, isNew: before == nil, provider: Emulator.customTokenProvider, authTime: now / 1000,
+                              developerClaims: grant.developerClaims)
     }
 
     /// `user.created` (provider `custom`) for a user this sign-in made, else what it changed (`user.updated`…).
@@ -93,7 +101,7 @@ extension Emulator {
         if let before {
             tx.emitUserChanges(from: before, to: user)
         } else {
-            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: Self.customTokenProvider))
+            tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: Emulator.customTokenProvider))
         }
     }
 }

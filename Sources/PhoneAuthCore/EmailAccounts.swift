@@ -8,9 +8,6 @@ extension Emulator {
         existingStore(key)?.read { $0.user(email: email) }
     }
 
-    /// Signs in the user whose password the caller verified against `verifiedHash`: in one transaction, the user must
-    /// still have that hash (a password changed meanwhile is `INVALID_LOGIN_CREDENTIALS`), `USER_DISABLED` otherwise
-    /// checked, `lastLoginAt` set and a refresh token issued. Returns the user, its refresh token and the auth time.
     /// The outcome of a password sign-in: signed in, or (an enrolled user) the second factor is required first.
     public enum PasswordSignIn: Sendable {
         case signedIn(user: UserRecord, refreshToken: String, authTime: Int64)
@@ -18,29 +15,12 @@ extension Emulator {
         case secondFactorRequired(user: UserRecord, outcome: FirstFactorOutcome)
     }
 
-    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
-    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String,
-                                   changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> PasswordSignIn {
-        let now = clock.nowMillis()
-        guard let box = existingStore(key) else { throw AuthError(.invalidLoginCredentials) }
-        return try transaction(box) { tx throws(AuthError) -> PasswordSignIn in
-            try tx.checkTenantEnabled()
-            guard var user = tx.store.users[localId], let hash = user.passwordHash, constantTimeEquals(hash, verifiedHash) else {
-                throw AuthError(.invalidLoginCredentials)
-            }
-            guard !user.disabled else { throw AuthError(.userDisabled) }
-            let outcome = passFirstFactor(&tx, user: user, signInProvider: "password")
-            if case .mfaRequired = outcome { return .secondFactorRequired(user: user, outcome: outcome) }
-            let old = user
-            changes?.apply(to: &user)
-            user.lastLoginAt = now
-            user.lastRefreshAt = now
-            tx.save(user)
-            tx.emitUserChanges(from: old, to: user)  // what a beforeSignIn function changed
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: now / 1000, signInProvider: "password")
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: "password", secondFactor: nil))
-            return .signedIn(user: user, refreshToken: token, authTime: now / 1000)
+    /// The password sign-in without blocking functions, in one call (`signIn(key, .password(…))`).
+    public func signInWithPassword(_ key: StoreKey, localId: String, verifiedHash: String, upgrade: PasswordUpgrade? = nil) throws(AuthError) -> PasswordSignIn {
+        switch try signIn(key, .password(.init(localId: localId, verifiedHash: verifiedHash, secondFactorExpected: false, upgrade: upgrade))) {
+        case .signedIn(let s): return .signedIn(user: s.user, refreshToken: s.refreshToken, authTime: s.authTime)
+        case .secondFactorRequired(let user, let outcome): return .secondFactorRequired(user: user, outcome: outcome)
+        case .phoneLinkConflict, .needConfirmation: throw AuthError.internalError("a password sign-in ends signed in or owing a factor")
         }
     }
 
@@ -58,8 +38,7 @@ extension Emulator {
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
             let old = user
-            user.passwordHash = passwordHash
-            user.salt = salt
+            user.setPassword(hash: passwordHash, salt: salt, algorithm: nil)
             user.passwordUpdatedAt = now
             user.emailVerified = true
             user.validSince = now / 1000
@@ -74,7 +53,7 @@ extension Emulator {
     /// A password-reset code is `INVALID_OOB_CODE` here (and stays usable for `resetPassword`).
     public func applyOobCode(_ key: StoreKey, code: String) throws(AuthError) -> (OobCode, UserRecord) {
         try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
-            guard c.requestType != .passwordReset else { throw AuthError(.invalidOobCode) }
+            guard c.requestType == .verifyEmail || c.requestType == .verifyAndChangeEmail else { throw AuthError(.invalidOobCode) }
             tx.deleteOobCode(c.code)
             guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
             let old = user
@@ -86,12 +65,79 @@ extension Emulator {
                 if let owner = tx.store.emailIndex[newEmail], owner != user.localId { throw AuthError(.emailExists) }
                 user.email = newEmail.lowercased()
                 user.emailVerified = true
-            case .passwordReset:
+            case .passwordReset, .emailSignIn:
                 break
             }
             tx.save(user)
             tx.emitUserChanges(from: old, to: user)
             return (c, user)
         }
+    }
+}
+
+extension SignInRequest {
+    /// A password the caller verified against `verifiedHash` (hashed outside the store's lock: PhoneAuthAPI/Passwords.swift).
+    public struct Password: Sendable {
+        public var localId: String
+        public var verifiedHash: String
+        /// The caller's guess (`Emulator.secondFactorLikelyRequired`) that the user owes a second factor: then no
+        /// blocking function runs here (beforeSignIn follows the second factor, at `mfaSignIn:finalize`) and the
+        /// answer is expected to carry no token.
+        public var secondFactorExpected: Bool
+        /// Our own hash of a password verified against an imported one: stored with the sign-in when it completes
+        /// (not when a second factor is still required) and the imported hash is still there (production rehashes on
+        /// sign-in).
+        public var upgrade: PasswordUpgrade?
+
+        public init(localId: String, verifiedHash: String, secondFactorExpected: Bool, upgrade: PasswordUpgrade? = nil) {
+            self.localId = localId
+            self.verifiedHash = verifiedHash
+            self.secondFactorExpected = secondFactorExpected
+            self.upgrade = upgrade
+        }
+    }
+}
+
+extension SignInRequest.Password: SignInMethod {
+    var missingStore: AuthError? { AuthError(.invalidLoginCredentials) }
+
+    /// The user must still have the verified hash (a password changed meanwhile is `INVALID_LOGIN_CREDENTIALS`) and be
+    /// enabled; an enrolled user owes the second factor (`passFirstFactor`: a pending credential, no tokens).
+    func plan(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, hooked: Bool) throws(AuthError) -> SignInStep<UserRecord> {
+        try tx.checkTenantEnabled()
+        guard let user = tx.store.users[localId], let hash = user.passwordHash, constantTimeEquals(hash, verifiedHash) else {
+            throw AuthError(.invalidLoginCredentials)
+        }
+        guard !user.disabled else { throw AuthError(.userDisabled) }
+        let outcome = e.passFirstFactor(&tx, user: user, signInProvider: "password")
+        if case .mfaRequired = outcome { return .done(.secondFactorRequired(user: user, outcome)) }
+        return .proceed(user)
+    }
+
+    func candidate(_ user: UserRecord) -> SignInCandidate? { SignInCandidate(user: user, isNew: false, method: .password) }
+
+    /// Records the login (`lastLoginAt`) and issues the refresh token. After beforeSignIn: a user it disabled gets its
+    /// changes saved and `USER_DISABLED`; otherwise the plan's checks run again and its changes are saved with the
+    /// sign-in.
+    func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming UserRecord, changes: BlockingFunctions.Outcome?,
+                now: Int64) throws(AuthError) -> SignInOutcome {
+        var user = decision
+        if let changes {
+            if changes.disabled == true { try e.refuseDisabled(&tx, localId: localId, changes) }
+            switch try plan(e, &tx, now: now, hooked: true) {
+            case .proceed(let current): user = current
+            case .done(let outcome): return outcome
+            }
+        }
+        // The rehash is saved with the sign-in but is not a change a `user.updated` event reports. The hash is the
+        // verified one (the plan checked it); its algorithm must be too.
+        if let upgrade, !user.upgradePassword(upgrade) { throw AuthError(.invalidLoginCredentials) }
+        let old = user
+        changes?.apply(to: &user)
+        user.lastLoginAt = now
+        user.lastRefreshAt = now
+        tx.save(user)
+        tx.emitUserChanges(from: old, to: user)  // what a beforeSignIn function changed
+        return e.issueSession(&tx, user, isNew: false, provider: "password", authTime: now / 1000)
     }
 }

@@ -25,7 +25,7 @@ public final class StoreBox: Sendable {
         self.events = events
         self.budgets = budgets
         self.userFields = userFields
-        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings(),
+        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse,
                                                      implicitTenant: implicit && key.tenantId != nil)))
     }
 
@@ -180,14 +180,6 @@ struct StoreBudgets: Sendable {
     }
 }
 
-/// The outcome of `signInWithPhoneNumber`.
-public enum PhoneSignInOutcome: Sendable, Equatable {
-    /// Signed in; `refreshToken` was stored in the same durable transaction as the user.
-    case signedIn(user: UserRecord, isNewUser: Bool, refreshToken: String, authTime: Int64)
-    /// The number belongs to another user: production answers 200 with a temporary proof.
-    case conflict(phoneNumber: String, temporaryProof: String)
-}
-
 /// The emulator's state: every project and tenant, refresh tokens, the clock and the randomness.
 public final class Emulator: Sendable {
     public let clock: EmulatorClock
@@ -225,6 +217,8 @@ public final class Emulator: Sendable {
     /// Pending sessions and users in every store, against `--max-sessions` and `--max-users-total`.
     let budgets: StoreBudgets
     var sessionBudget: CountBudget { budgets.sessions }
+    /// Named snapshots and the start-up state that resets return to (Snapshots.swift).
+    public let snapshots = SnapshotRegistry()
     /// When `makeSessionRoom` last swept every store (emulator clock, milliseconds).
     private let lastFullSweep = Atomic<Int64>(Int64.min / 2)
     /// The user record's fields and their mappings (UserFields.swift); tests may add fields.
@@ -308,6 +302,13 @@ public final class Emulator: Sendable {
     func newBox(_ key: StoreKey, config: ProjectConfig, implicit: Bool = false) -> StoreBox {
         StoreBox(key: key, config: config, committer: committer, implicit: implicit, events: events.log(key, pinned: true),
                  budgets: budgets, userFields: userFields)
+    }
+
+    /// Every existing store for `tenantId` (nil: the projects themselves), the default project's first.
+    func existingStores(tenantId: String?) -> [StoreBox] {
+        let registered = stores.withLock { r in r.boxes.values.filter { $0.key.tenantId == tenantId && $0 !== defaultStore } }
+        if tenantId == nil { return [defaultStore] + registered }
+        return registered
     }
 
     /// The store if it exists; never creates one (reads of never-used projects answer from defaults).
@@ -663,30 +664,9 @@ public final class Emulator: Sendable {
         return AuthError(.init(text))
     }
 
-    // MARK: signInWithPhoneNumber
+    // MARK: users
 
-    /// Verifies a code (or replays a temporary proof) and signs in, creates, links or re-authenticates a user.
-    /// - Parameter tokenUser: the verified identity of a request's `idToken` (link / re-auth), already checked.
-    public func signInWithPhoneNumber(_ key: StoreKey, sessionInfo: String?, code: String?, temporaryProof: String?,
-                                      phoneNumber: String?, tokenUser: TokenIdentity?, operation: String?,
-                                      clientIP: String? = nil) throws(AuthError) -> PhoneSignInOutcome {
-        let now = clock.nowMillis()
-        // One transaction: the consumed session, the user and its refresh token commit together or not at all.
-        // (With a blocking function configured the API splits this in two around the call: BlockingFunctionsFlows.swift.)
-        return try transaction(key) { tx throws(AuthError) -> PhoneSignInOutcome in
-            let plan = try planPhoneSignIn(&tx, key, sessionInfo: sessionInfo, code: code, temporaryProof: temporaryProof,
-                                           phoneNumber: phoneNumber, tokenUser: tokenUser, operation: operation, clientIP: clientIP, now: now)
-            switch consume plan {
-            case .done(let outcome): return outcome
-            case .signIn(let user, let isNew, _): return phoneSignedIn(&tx, key, user, isNewUser: isNew, now: now)
-            }
-        }
-    }
-
-    /// A temporary proof (phone-number link conflict) is good for an hour; a store keeps the newest 256.
-    public static let temporaryProofLifetimeMillis: Int64 = 3_600_000
-    public static let maxTemporaryProofs = 256
-
+    /// An unused random uid.
     func newUserID(in s: AuthStore) -> String {
         while true {
             let id = random.userID()
@@ -717,11 +697,11 @@ public final class Emulator: Sendable {
     }
 
     func newRefreshToken(_ key: StoreKey, localId: String, authTime: Int64, signInProvider: String,
-                         secondFactorId: String? = nil, extraClaims: String? = nil) -> (String, RefreshTokenRecord) {
+                         secondFactorId: String? = nil, extraClaims: String? = nil, secondFactor: String? = nil) -> (String, RefreshTokenRecord) {
         (Self.refreshTokenText(sequence: refreshSequence.wrappingAdd(1, ordering: .relaxed).newValue, random: random.bytes(48)),
          RefreshTokenRecord(projectId: key.projectId, tenantId: key.tenantId, localId: localId, authTime: authTime,
                             signInProvider: signInProvider, issuedAt: clock.nowSeconds(), secondFactorId: secondFactorId,
-                            extraClaims: extraClaims))
+                            extraClaims: extraClaims, secondFactor: secondFactor))
     }
 
     /// 11 characters whose byte order is the number's order (64 symbols in ASCII order, 6 bits each). A refresh token
@@ -883,6 +863,12 @@ struct RefreshTokenIndex: Sendable {
         if byUser[key]?.isEmpty == true { byUser[key] = nil }
         visited += tokens.count
         return tokens.compactMap { t in byToken.removeValue(forKey: t).map { (t, $0) } }
+    }
+
+    /// A store's tokens (a snapshot's, Snapshots.swift).
+    func tokens(of key: StoreKey) -> [(String, RefreshTokenRecord)] {
+        guard let users = byUser[key] else { return [] }
+        return users.values.flatMap { $0.compactMap { t in byToken[t].map { (t, $0) } } }
     }
 
     /// Removes a store's tokens and returns them (for rollback).

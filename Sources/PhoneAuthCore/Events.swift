@@ -49,6 +49,8 @@ public enum EventPayload: Sendable, Equatable {
     case sessionExpired(phoneNumber: String, session: SessionID)
     case userCreated(uid: String, phoneNumber: String?, email: String?, provider: String)
     case userUpdated(uid: String, fields: [String])
+    /// A federated identity (`google.com`, `oidc.x`, …) was linked to an existing user.
+    case userLinked(uid: String, provider: String)
     case userDisabled(uid: String)
     case userEnabled(uid: String)
     case userDeleted(uid: String)
@@ -66,6 +68,8 @@ public enum EventPayload: Sendable, Equatable {
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
     /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
     case sessionCookieCreated(uid: String, expiresIn: Int64)
+    /// The project (or tenant) was reset to its starting state, or restored from the named snapshot (Snapshots.swift).
+    case projectReset(snapshot: String?)
     /// This subscriber missed `count` events (the ring overwrote them before it read them).
     case dropped(count: Int)
 
@@ -78,6 +82,7 @@ public enum EventPayload: Sendable, Equatable {
         case .sessionExpired: "session.expired"
         case .userCreated: "user.created"
         case .userUpdated: "user.updated"
+        case .userLinked: "user.linked"
         case .userDisabled: "user.disabled"
         case .userEnabled: "user.enabled"
         case .userDeleted: "user.deleted"
@@ -94,16 +99,17 @@ public enum EventPayload: Sendable, Equatable {
         case .oobSent: "oob.sent"
         case .blockingFunctionCalled: "blockingFunction.called"
         case .sessionCookieCreated: "sessionCookie.created"
+        case .projectReset: "project.reset"
         case .dropped: "dropped"
         }
     }
 
     /// Every type, for validating filters.
     public static let types: [String] = [
-        "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.disabled",
+        "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.linked", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "sessionCookie.created", "dropped",
+        "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -150,6 +156,8 @@ public enum EventPayload: Sendable, Equatable {
             string("uid", uid); optional("phoneNumber", phone); optional("email", email); string("provider", provider)
         case .userUpdated(let uid, let fields):
             string("uid", uid); strings("fields", fields)
+        case .userLinked(let uid, let provider):
+            string("uid", uid); string("provider", provider)
         case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid):
             string("uid", uid)
         case .tokensIssued(let uid, let provider, let second):
@@ -175,6 +183,8 @@ public enum EventPayload: Sendable, Equatable {
             string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
             string("uid", uid); int("expiresIn", seconds)
+        case .projectReset(let snapshot):
+            optional("snapshot", snapshot)
         case .dropped(let count):
             int("count", Int64(count))
         }
@@ -318,6 +328,15 @@ public final class EventHub: Sendable {
     /// The largest chunk of rendered bytes a log fills (its first is 2 KiB; each next one twice the last).
     let maxChunk: Int
     private let logs = Locked(LogTable())
+
+    /// Where published events are pushed besides the ring (webhooks: PhoneAuthAPI/WebhookDelivery.swift); set once.
+    private let pushSink = AtomicLazyReference<EventPushSinkBox>()
+
+    /// Installs the push sink (the first one stays). Every publish then asks it for a route first.
+    public func setPushSink(_ sink: any EventPushSink) { _ = pushSink.storeIfNil(EventPushSinkBox(sink)) }
+
+    /// The push sink, if one is installed (one atomic load).
+    public var pushTarget: (any EventPushSink)? { pushSink.load()?.sink }
 
     public init(clock: EmulatorClock, capacity: Int = EventHub.capacityPerStore, maxSubscribers: Int = EventHub.maxSubscribers,
                 bytesPerStore: Int = EventHub.bytesPerStore, bytesInAll: Int = EventHub.bytesInAll,
@@ -465,6 +484,24 @@ struct LogTable {
     }
 }
 
+/// Receives every published event besides the ring (webhooks, PhoneAuthAPI/WebhookDelivery.swift).
+public protocol EventPushSink: AnyObject, Sendable {
+    /// Where `key`'s events go now; nil: nowhere (the usual case, and it must then be cheap). Called for each publish
+    /// before the log's lock is taken, never under a store's lock.
+    func route(_ key: StoreKey) -> (any EventPushRoute)?
+}
+
+/// One store's destinations for its events.
+public protocol EventPushRoute: Sendable {
+    /// One event, in the log's order, under the log's lock: O(1), never blocks, takes no store's or log's lock.
+    func push(_ event: EmulatorEvent, _ key: StoreKey)
+}
+
+final class EventPushSinkBox: Sendable {
+    let sink: any EventPushSink
+    init(_ sink: any EventPushSink) { self.sink = sink }
+}
+
 /// How a stream carries events (the bytes a log keeps per event and format).
 public enum EventWireFormat: Int, Sendable, CaseIterable {
     /// Server-Sent Events blocks.
@@ -531,6 +568,7 @@ extension EventPayload {
         case .codeVerified(let phone, _, _), .sessionExpired(let phone, _), .codeRejected(let phone, _, _, _, _): return s(phone)
         case .userCreated(let uid, let phone, let email, let provider): return s(uid) + o(phone) + o(email) + s(provider)
         case .userUpdated(let uid, let fields): return s(uid) + a(fields)
+        case .userLinked(let uid, let provider): return s(uid) + s(provider)
         case .userDisabled(let uid), .userEnabled(let uid), .userDeleted(let uid), .tokensRefreshed(let uid), .tokensRevoked(let uid),
              .sessionCookieCreated(let uid, _):
             return s(uid)
@@ -544,6 +582,7 @@ extension EventPayload {
         case .mfaWithdrawn(let uid, let id): return s(uid) + s(id)
         case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
         case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)
+        case .projectReset(let snapshot): return o(snapshot)
         }
     }
 }
@@ -897,6 +936,8 @@ public final class EventLog: Sendable {
     func publish<C: Collection>(_ payloads: C) where C.Element == EventPayload {
         guard !payloads.isEmpty else { return }
         let hub = self.hub  // one strong reference (each use of an unowned one takes and drops one)
+        // Asked before the lock (it may read a config); pushed to under it, so a route sees the log's order.
+        let route = hub.pushTarget?.route(key)
         let now = hub.clock.nowMillis()
         let maxSlots = hub.maxSlots, maxChunk = hub.maxChunk, budget = hub.bytesPerStore, cutoff = hub.ageCutoff(now)
         var wakes: [@Sendable () -> Void] = []
@@ -906,6 +947,7 @@ public final class EventLog: Sendable {
                 s.makeRoom(maxSlots: maxSlots)
                 let cost = UInt32(clamping: p.outOfLineBytes)
                 let event = EmulatorEvent(id: hub.ids.wrappingAdd(1, ordering: .relaxed).newValue, time: now, payload: p)
+                route?.push(event, key)
                 let slot = s.append(event, cost: cost)
                 // Rendered now, once, in each format live readers use (none listening: nothing rendered).
                 if s.sse.live > 0 || s.jsonl.live > 0 {
@@ -1121,6 +1163,9 @@ public final class EventLog: Sendable {
     }
 
     fileprivate var hubRef: EventHub { hub }
+
+    /// The hub's push sink (Webhooks.swift hands it deleted users' records).
+    var pushTarget: (any EventPushSink)? { hub.pushTarget }
 }
 
 /// A reader of one store's events (an open stream). Cancel it when done (the stream closes it).
@@ -1199,5 +1244,6 @@ extension StoreTransaction {
         }
         if tenantChanged { fields.append("tenant") }
         if !fields.isEmpty { emit(.configChanged(fields: fields)) }
+        if fields.contains("events") { onCommit { PushHint.noteParsed() } }  // push routes are resolved again
     }
 }

@@ -15,6 +15,9 @@ public enum StateChange: Sendable {
     case oobCodeSaved(StoreKey, OobCode)
     case oobCodeDeleted(StoreKey, String)
     case oobCodesCleared(StoreKey)
+    /// A store's whole state replaced (reset, snapshot restore): its rows deleted, then these written (a nil config:
+    /// no config row).
+    case storeReplaced(StoreSnapshot, refreshTokens: [(String, RefreshTokenRecord)])
 }
 
 /// Where durable changes go (`--data-dir`); nil keeps everything in memory.

@@ -25,6 +25,13 @@ public struct UserRecord: Sendable, Equatable {
     public var passwordUpdatedAt: Int64?
     /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
     public var mfaInfo: [MFAEnrollment] = []
+    /// Federated identities linked to the user (google.com, apple.com, oidc.*…), in link order (Providers.swift);
+    /// `phone` and `password` are derived from the fields above, never stored here.
+    public var providerUserInfo: [ProviderUserInfo] = []
+    /// The user has signed in with an email link (the password provider then exists without a password).
+    public var emailLinkSignin = false
+    /// A federated provider's user name (Twitter's, GitHub's), as the last IdP sign-in gave it.
+    public var screenName: String?
     /// Values of fields a table declares without a stored property of their own, by field name (UserFields.swift:
     /// a test's field, a field on its way to becoming a property). Empty for every standard field.
     public var extensions: [String: JSON] = [:]
@@ -34,7 +41,7 @@ public struct UserRecord: Sendable, Equatable {
         self.createdAt = createdAt
     }
 
-    public var isAnonymous: Bool { phoneNumber == nil && email == nil && passwordHash == nil }
+    public var isAnonymous: Bool { phoneNumber == nil && email == nil && passwordHash == nil && providerUserInfo.isEmpty }
 
     /// The custom claims as a JSON object (empty when none or unparsable).
     public var customClaims: JSONObject {
@@ -104,9 +111,12 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public let secondFactorId: String?
     /// Claims the session adds to every ID token it mints, as JSON object text (a custom token's `claims`); nil: none.
     public let extraClaims: String?
+    /// The second factor's kind (`sign_in_second_factor`) when `secondFactorId` is set: `phone` (nil) or `totp` (a
+    /// minted test principal's, TestPrincipals.swift).
+    public let secondFactor: String?
 
     public init(projectId: String, tenantId: String?, localId: String, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                secondFactorId: String? = nil, extraClaims: String? = nil) {
+                secondFactorId: String? = nil, extraClaims: String? = nil, secondFactor: String? = nil) {
         self.projectId = projectId
         self.tenantId = tenantId
         self.localId = localId
@@ -115,6 +125,7 @@ public struct RefreshTokenRecord: Sendable, Equatable {
         self.issuedAt = issuedAt
         self.secondFactorId = secondFactorId
         self.extraClaims = extraClaims
+        self.secondFactor = secondFactor
     }
 
     /// `extraClaims` as an object (empty when none or unparsable).

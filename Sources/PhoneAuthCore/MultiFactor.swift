@@ -579,48 +579,22 @@ extension Emulator {
         return session.sessionInfo
     }
 
-    /// `mfaSignIn:finalize`: checks the pending credential, then the code — which must be one sent to this pending
-    /// sign-in (`PendingMFA.sessions`) for one of its user's enrolled numbers — consumes both (the credential is single
-    /// use), sets `lastLoginAt` and issues tokens with the second factor. With the abuse limits on, a pending sign-in
-    /// that has had `protection.failedCodesPerMfaSignIn` wrong codes is revoked (`TOO_MANY_ATTEMPTS_TRY_LATER`).
-    /// `changes`: what a beforeSignIn function answered (BlockingCalls.swift), saved with the sign-in.
+    /// `mfaSignIn:finalize` without blocking functions, in one call (`signIn(key, .mfaFinalize(…))`).
     public func finalizeMFASignIn(_ key: StoreKey, pendingCredential: String, sessionInfo: String?, code: String?,
-                                  clientIP: String? = nil, changes: BlockingFunctions.Outcome? = nil) throws(AuthError) -> MFATokens {
-        let now = clock.nowMillis()
-        return try transaction(key) { tx throws(AuthError) -> MFATokens in
-            try tx.checkTenantEnabled()
-            try Self.checkMFAEnabled(tx.store)
-            guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
-            guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
-            let (pending, _) = try Self.pending(&tx, pendingCredential, now: now)
-            if let limits = activeProtection(tx), limits.failedCodesPerMfaSignIn > 0, pending.failedCodes >= limits.failedCodesPerMfaSignIn {
-                _ = tx.mfaPending.take(pendingCredential, now: now)
-                tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: clientIP))
-                throw AuthError(.tooManyAttemptsTryLater)
-            }
-            let session = try consumeCode(&tx, sessionInfo: sessionInfo, code: code, clientIP: clientIP, now: now, accepts: { s in
-                s.kind == .mfaSignIn && s.owner == pending.localId && pending.sessions.contains(s.id)
-            }, onWrongCode: { tx, s in
-                if !s.fictional { tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 } }
-            })
-            guard var user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
-            let found = user
-            guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber }) else { throw AuthError(.mfaEnrollmentNotFound) }
-            guard !user.disabled else { throw AuthError(.userDisabled) }
-            changes?.apply(to: &user)
-            user.lastLoginAt = now
-            user.lastRefreshAt = now
-            tx.save(user)
-            tx.emitUserChanges(from: found, to: user)  // what a beforeSignIn function changed
-            _ = tx.mfaPending.take(pendingCredential, now: now)
-            let authTime = now / 1000
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: pending.signInProvider,
-                                                  secondFactorId: enrollment.mfaEnrollmentId)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: pending.signInProvider, secondFactor: "phone"))
-            return MFATokens(user: user, refreshToken: token, signInProvider: pending.signInProvider, authTime: authTime,
-                             secondFactorId: enrollment.mfaEnrollmentId)
+                                  clientIP: String? = nil) throws(AuthError) -> MFATokens {
+        let request = SignInRequest.MFAFinalize(pendingCredential: pendingCredential, sessionInfo: sessionInfo, code: code, clientIP: clientIP)
+        guard case .signedIn(let s) = try signIn(key, .mfaFinalize(request)) else {
+            throw AuthError.internalError("an MFA finalize ends signed in")
         }
+        return MFATokens(user: s.user, refreshToken: s.refreshToken, signInProvider: s.signInProvider, authTime: s.authTime,
+                         secondFactorId: s.secondFactorId)
+    }
+
+    /// The user a pending MFA credential names (for beforeSendSms on `mfaSignIn:start`), if any.
+    public func pendingMFAUser(_ key: StoreKey, pendingCredential: String?) -> UserRecord? {
+        guard let box = existingStore(key), let c = pendingCredential, c.utf8.count <= 512 else { return nil }
+        let now = clock.nowMillis()
+        return box.read { s in s.mfaPending.peek(c, now: now).flatMap { s.users[$0.localId] } }
     }
 
     /// The iOS SDK with app verification disabled for testing starts an MFA sign-in with `sendVerificationCode
@@ -651,5 +625,82 @@ extension Emulator {
             throw AuthError(.invalidPhoneNumber, "Invalid format.")
         }
         return try startMFASignIn(key, pendingCredential: credential, mfaEnrollmentId: enrollmentId, clientIP: clientIP, credentials: credentials)
+    }
+}
+
+extension SignInRequest {
+    /// `mfaSignIn:finalize`: the pending credential a first factor answered, and an SMS code sent for it.
+    public struct MFAFinalize: Sendable {
+        public var pendingCredential: String
+        public var sessionInfo: String?
+        public var code: String?
+        public var clientIP: String?
+
+        public init(pendingCredential: String, sessionInfo: String?, code: String?, clientIP: String? = nil) {
+            self.pendingCredential = pendingCredential
+            self.sessionInfo = sessionInfo
+            self.code = code
+            self.clientIP = clientIP
+        }
+    }
+}
+
+extension SignInRequest.MFAFinalize: SignInMethod {
+    /// Without blocking functions nothing is decided before the commit (it checks everything). With them
+    /// (beforeSignIn after the second factor, as production): whether the code and the pending credential are good
+    /// right now, reading only — nothing is consumed until the commit checks again, so a function that refuses leaves
+    /// both usable. Nil when they are not: the commit then answers the precise error and counts the attempt, and no
+    /// function is called.
+    func plan(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, hooked: Bool) throws(AuthError) -> SignInStep<SignInCandidate?> {
+        guard hooked, let sessionInfo, let code, !code.isEmpty, let sid = SessionID(sessionInfo), pendingCredential.utf8.count <= 512,
+              let p = tx.store.mfaPending.peek(pendingCredential, now: now), let session = tx.store.sessions[sid],
+              session.kind == .mfaSignIn, session.owner == p.localId, p.sessions.contains(sid), constantTimeEquals(code, session.code),
+              session.expiresAt.map({ now < $0 }) ?? true, let user = tx.store.users[p.localId], !user.disabled,
+              user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber })
+        else { return .proceed(nil) }
+        return .proceed(SignInCandidate(user: user, isNew: false, method: BlockingSignInMethod(rawValue: p.signInProvider),
+                                        secondFactor: "phone"))
+    }
+
+    func candidate(_ decision: SignInCandidate?) -> SignInCandidate? { decision }
+
+    /// Checks the pending credential, then the code — which must be one sent to this pending sign-in
+    /// (`PendingMFA.sessions`) for one of its user's enrolled numbers — consumes both (the credential is single use),
+    /// sets `lastLoginAt` and issues tokens with the second factor. With the abuse limits on, a pending sign-in that
+    /// has had `protection.failedCodesPerMfaSignIn` wrong codes is revoked (`TOO_MANY_ATTEMPTS_TRY_LATER`). After
+    /// beforeSignIn: a user it disabled gets its changes saved and `USER_DISABLED` (nothing consumed); otherwise its
+    /// changes are saved with the sign-in.
+    func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming SignInCandidate?, changes: BlockingFunctions.Outcome?,
+                now: Int64) throws(AuthError) -> SignInOutcome {
+        if let changes, changes.disabled == true, let peeked = decision {
+            try e.refuseDisabled(&tx, localId: peeked.user.localId, changes)
+        }
+        try tx.checkTenantEnabled()
+        try Emulator.checkMFAEnabled(tx.store)
+        guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
+        guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
+        let (pending, _) = try Emulator.pending(&tx, pendingCredential, now: now)
+        if let limits = e.activeProtection(tx), limits.failedCodesPerMfaSignIn > 0, pending.failedCodes >= limits.failedCodesPerMfaSignIn {
+            _ = tx.mfaPending.take(pendingCredential, now: now)
+            tx.emit(.limitHit(limit: .tooManyAttemptsTryLater, phoneNumber: nil, ip: clientIP))
+            throw AuthError(.tooManyAttemptsTryLater)
+        }
+        let session = try e.consumeCode(&tx, sessionInfo: sessionInfo, code: code, clientIP: clientIP, now: now, accepts: { s in
+            s.kind == .mfaSignIn && s.owner == pending.localId && pending.sessions.contains(s.id)
+        }, onWrongCode: { tx, s in
+            if !s.fictional { tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 } }
+        })
+        guard var user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
+        let found = user
+        guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber }) else { throw AuthError(.mfaEnrollmentNotFound) }
+        guard !user.disabled else { throw AuthError(.userDisabled) }
+        changes?.apply(to: &user)
+        user.lastLoginAt = now
+        user.lastRefreshAt = now
+        tx.save(user)
+        tx.emitUserChanges(from: found, to: user)  // what a beforeSignIn function changed
+        _ = tx.mfaPending.take(pendingCredential, now: now)
+        return e.issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
+                              secondFactorId: enrollment.mfaEnrollmentId)
     }
 }

@@ -8,6 +8,8 @@ public struct OobCode: Sendable, Equatable {
         case verifyEmail = "VERIFY_EMAIL"
         case passwordReset = "PASSWORD_RESET"
         case verifyAndChangeEmail = "VERIFY_AND_CHANGE_EMAIL"
+        /// An email link sign-in (`accounts:signInWithEmailLink`): no account needed.
+        case emailSignIn = "EMAIL_SIGNIN"
 
         /// The link's `mode` parameter.
         public var mode: String {
@@ -15,11 +17,30 @@ public struct OobCode: Sendable, Equatable {
             case .verifyEmail: "verifyEmail"
             case .passwordReset: "resetPassword"
             case .verifyAndChangeEmail: "verifyAndChangeEmail"
+            case .emailSignIn: "signIn"
             }
         }
 
-        /// How long a code stays good (production: a password reset link 1 hour, email verification 3 days).
-        public var lifetimeMillis: Int64 { self == .passwordReset ? 3_600_000 : 3 * 86_400_000 }
+        /// The request type a client names by the proto enum's number (the Android SDK sends `6`).
+        public init?(wire: String) {
+            switch wire {
+            case "1": self = .passwordReset
+            case "4": self = .verifyEmail
+            case "6": self = .emailSignIn
+            case "7": self = .verifyAndChangeEmail
+            default: self.init(rawValue: wire)
+            }
+        }
+
+        /// How long a code stays good (production: a password reset link 1 hour, an email sign-in link 6 hours, email
+        /// verification 3 days).
+        public var lifetimeMillis: Int64 {
+            switch self {
+            case .passwordReset: 3_600_000
+            case .emailSignIn: 6 * 3_600_000
+            case .verifyEmail, .verifyAndChangeEmail: 3 * 86_400_000
+            }
+        }
     }
 
     public let code: String
@@ -146,6 +167,7 @@ extension Emulator {
         case .verifyEmail: what = "To verify the email address \(code.email), follow this link: \(code.link)"
         case .passwordReset: what = "To reset the password for \(code.email), follow this link: \(code.link)&newPassword=NEW_PASSWORD_HERE"
         case .verifyAndChangeEmail: what = "To verify and change the email address from \(code.email) to \(code.newEmail ?? ""), follow this link: \(code.link)"
+        case .emailSignIn: what = "To sign in as \(code.email), follow this link: \(code.link)"
         }
         logger.info(what, [("project", key.description)])
         return code
@@ -163,14 +185,34 @@ extension Emulator {
         guard let box = existingStore(key) else { throw AuthError(.invalidOobCode) }
         return try transaction(box) { tx throws(AuthError) -> T in
             try tx.checkTenantEnabled()
-            guard let c = tx.store.oobCodes[code] else { throw AuthError(.invalidOobCode) }
-            if now >= c.expiresAt {
-                tx.deleteOobCode(code)
-                throw AuthError(.expiredOobCode)
-            }
+            let c = try liveOobCode(&tx, code, now: now)
             if consume { tx.deleteOobCode(code) }
             return try body(&tx, c)
         }
+    }
+
+    /// A pending code: `INVALID_OOB_CODE` when unknown; `EXPIRED_OOB_CODE` (and deleted) when expired.
+    func liveOobCode(_ tx: inout StoreTransaction, _ code: String, now: Int64) throws(AuthError) -> OobCode {
+        guard let c = tx.store.oobCodes[code] else { throw AuthError(.invalidOobCode) }
+        if now >= c.expiresAt {
+            tx.deleteOobCode(code)
+            throw AuthError(.expiredOobCode)
+        }
+        return c
+    }
+
+    /// The store holding a pending code, for a link that names only a tenant (`/emulator/action`: its `apiKey` is the
+    /// official emulator's `fake-api-key`): `preferred` first, then every other project's store for that tenant.
+    public func store(holdingOobCode code: String, tenantId: String?, preferred: String) -> StoreKey? {
+        let first = StoreKey(projectId: preferred, tenantId: tenantId)
+        if existingStore(first)?.read({ $0.oobCodes[code] != nil }) == true { return first }
+        return existingStores(tenantId: tenantId).first { $0.key != first && $0.read { $0.oobCodes[code] != nil } }?.key
+    }
+
+    /// A pending (unexpired) code. Never creates a store.
+    public func oobCode(_ key: StoreKey, code: String) -> OobCode? {
+        let now = clock.nowMillis()
+        return existingStore(key)?.read { $0.oobCodes[code] }.flatMap { now < $0.expiresAt ? $0 : nil }
     }
 
     /// Pending out-of-band codes in creation order (all, or one email's). Never creates a store.

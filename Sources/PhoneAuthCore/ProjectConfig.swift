@@ -86,6 +86,10 @@ public struct ProjectConfig: Sendable, Equatable {
     public var protection = ProtectionConfig()
     /// `blockingFunctions` (BlockingFunctions.swift): the functions called before a user is created, signs in, or an SMS is sent.
     public var blockingFunctions = BlockingFunctionsConfig()
+    /// `events` (Webhooks.swift): webhooks and the Functions emulator, where committed events are pushed.
+    public var events = EventsPushConfig()
+    /// `idpConfigs` (IdpConfigs.swift): federated providers' configurations, in creation order.
+    public var idpConfigs: [IdpConfig] = []
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -120,6 +124,8 @@ public struct ProjectConfig: Sendable, Equatable {
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
         o["protection"] = protection.json
         o["blockingFunctions"] = blockingFunctions.json
+        o["events"] = events.json
+        if !idpConfigs.isEmpty { o["idpConfigs"] = idpConfigsJSON }
         return .object(o)
     }
 
@@ -160,6 +166,8 @@ public struct ProjectConfig: Sendable, Equatable {
             case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
+            case "events": try events.apply(v, path: p)
+            case "idpConfigs": idpConfigs = try Self.parseIdpConfigs(v, path: p)
             case "tenants":
                 for (k2, v2) in try Self.object(v, p) {
                     let p2 = Self.join(p, k2)

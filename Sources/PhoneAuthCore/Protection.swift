@@ -39,8 +39,8 @@ public struct ProtectionConfig: Sendable, Equatable {
     public var failedCodesPerMfaSignIn = 10
     /// Wrong passwords for one account before it is locked for the rest of the window.
     public var failedPasswordsPerAccount = RateLimit(max: 10, perSeconds: 3600)
-    /// Production's quota page: "100 accounts/hour for each IP address". Accepted and shown in the config for parity,
-    /// but nothing counts it: no sign-up or first sign-in is limited by it (the counting function had no caller).
+    /// New accounts one address may create (client sign-ups, first phone, custom-token, email-link and IdP sign-ins):
+    /// production's quota page, "100 accounts/hour for each IP address" (`Emulator.countAccountCreation`).
     public var accountsPerIp = RateLimit(max: 100, perSeconds: 3600)
     /// Codes one address may have sent to numbers that are not fictional (production: 50 per IP per minute, 500 per
     /// hour; generous here so a suite in a container is not held back, while one client cannot fill `--max-sessions`).
@@ -100,7 +100,7 @@ public struct ProtectionState: Sendable {
     public static let trippedCapacity = 65_536
 
     /// What a counter counts.
-    public enum Kind: UInt8, Sendable, CaseIterable { case codesByIP, codesByPhone, passwords, sendsByIP }
+    public enum Kind: UInt8, Sendable, CaseIterable { case codesByIP, codesByPhone, passwords, accountsByIP, sendsByIP }
 
     var counters: [ExpiringTable<Int32>] = Array(repeating: ExpiringTable(capacity: capacity), count: Kind.allCases.count)
     /// `kind:key` of the counters that reached their limit, until their window ends (never evicted by counting).
@@ -208,6 +208,19 @@ extension Emulator {
 }
 
 extension Emulator {
+    /// A client creating an account (a sign-up, a first phone, custom-token, email-link or IdP sign-in): with the
+    /// limits on, at most `protection.accountsPerIp` per address per window (`QUOTA_EXCEEDED`, as production's "too
+    /// many accounts from this address"), counted when it passes.
+    func countAccountCreation(_ tx: inout StoreTransaction, clientIP: String?, now: Int64) throws(AuthError) {
+        guard let ip = clientIP, let limits = activeProtection(tx) else { return }
+        let key = ProtectionState.addressKey(ip)
+        if tx.protection.reached(.accountsByIP, key, limits.accountsPerIp, now: now) {
+            tx.emit(.limitHit(limit: .quotaExceeded, phoneNumber: nil, ip: ip))
+            throw AuthError(.quotaExceeded, "Too many accounts created from this address; try again later.")
+        }
+        tx.protection.count(.accountsByIP, key, limits.accountsPerIp, now: now)
+    }
+
     /// A code sent to a number that is not fictional: with the limits on, at most `protection.sendsPerIp` per
     /// address per window (`TOO_MANY_ATTEMPTS_TRY_LATER`, production's answer).
     func countSend(_ tx: inout StoreTransaction, phone: String, clientIP: String?, now: Int64) throws(AuthError) {

@@ -61,6 +61,10 @@ public struct AuthStore: Sendable {
     public fileprivate(set) var phoneIndex: [String: String] = [:]
     /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
     public fileprivate(set) var emailIndex: [String: String] = [:]
+    /// Federated identity (provider id and raw id) → localId, and a federated identity's lowercased email → the
+    /// users linked to it (Providers.swift); kept by `save`/`deleteUser`.
+    public fileprivate(set) var federatedIndex: [String: String] = [:]
+    public fileprivate(set) var providerEmailIndex: [String: [String]] = [:]
     /// Out-of-band codes (email verification, password reset), OobCodes.swift.
     public fileprivate(set) var oobCodes = OobTable()
     /// The out-of-band codes' inbox long-polls (`oobCodes:wait`).
@@ -115,6 +119,7 @@ public struct AuthStore: Sendable {
             emailIndex[old] = nil
         }
         if let e = user.email { emailIndex[e.lowercased()] = user.localId }
+        if !user.providerUserInfo.isEmpty || !(replaced?.providerUserInfo.isEmpty ?? true) { reindexProviders(old: replaced, new: user) }
         return replaced
     }
 
@@ -131,6 +136,37 @@ public struct AuthStore: Sendable {
         guard let u = users.removeValue(forKey: localId) else { return }
         if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
         if let e = u.email?.lowercased(), emailIndex[e] == localId { emailIndex[e] = nil }
+        if !u.providerUserInfo.isEmpty { reindexProviders(old: u, new: nil) }
+    }
+
+    /// Keeps the federated indexes current for a user replaced by `new` (nil: deleted).
+    fileprivate mutating func reindexProviders(old: UserRecord?, new: UserRecord?) {
+        let before = old?.providerUserInfo ?? [], after = new?.providerUserInfo ?? []
+        guard before != after else { return }
+        if let old {
+            for p in before {
+                if federatedIndex[p.indexKey] == old.localId { federatedIndex[p.indexKey] = nil }
+                if let e = p.email?.lowercased() {
+                    providerEmailIndex[e]?.removeAll { $0 == old.localId }
+                    if providerEmailIndex[e]?.isEmpty == true { providerEmailIndex[e] = nil }
+                }
+            }
+        }
+        if let new {
+            for p in after {
+                federatedIndex[p.indexKey] = new.localId
+                if let e = p.email?.lowercased(), !(providerEmailIndex[e]?.contains(new.localId) ?? false) {
+                    providerEmailIndex[e, default: []].append(new.localId)
+                }
+            }
+        }
+    }
+
+    /// Rebuilds the federated indexes from `users` (after `users` was replaced whole).
+    fileprivate mutating func rebuildProviderIndexes() {
+        federatedIndex = [:]
+        providerEmailIndex = [:]
+        for u in users.values where !u.providerUserInfo.isEmpty { reindexProviders(old: nil, new: u) }
     }
 
     /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.
@@ -171,6 +207,8 @@ enum Undo: Sendable {
     case refreshTokensRemoved([(String, RefreshTokenRecord)])
     case storeRemoved
     case storeCreated
+    /// The store's whole durable state and refresh tokens before a reset or snapshot restore (Snapshots.swift).
+    case state(StoreState)
 }
 
 /// A store's state and what its pending transactions would undo, behind the store's lock.
@@ -326,6 +364,8 @@ public struct StoreTransaction: ~Copyable {
         p.pointee.users = [:]
         p.pointee.phoneIndex = [:]
         p.pointee.emailIndex = [:]
+        p.pointee.federatedIndex = [:]
+        p.pointee.providerEmailIndex = [:]
         p.pointee.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
@@ -465,6 +505,31 @@ public struct StoreTransaction: ~Copyable {
             recorded.undo.append(.refreshTokenAdded(token))
             recorded.changes.append(.refreshTokenSaved(token, record))
         }
+    }
+
+    // MARK: the whole state (reset and snapshot restore: Snapshots.swift)
+
+    /// The store's durable state and its refresh tokens, as they are now (O(1) for the tables, which are shared
+    /// copy-on-write; O(the store's refresh tokens)).
+    func currentState() -> StoreState {
+        StoreState(p.pointee, refreshTokens: refreshTokens.withLock { $0.tokens(of: key) })
+    }
+
+    /// Replaces the store's durable state — config and tenant settings, users, pending sessions, out-of-band codes —
+    /// and its refresh tokens with `state`, as one durable change (the journal deletes the store's rows and writes
+    /// `state`'s). `storeConfig` false: no config row is written (the config file's applies after a restart; an
+    /// implicit tenant stays implicit). Non-durable state is left to the caller.
+    mutating func replaceState(with state: StoreState, storeConfig: Bool) {
+        let gone = refreshTokens.withLock { index in
+            let gone = index.removeStore(key)
+            for (t, r) in state.refreshTokens { index.insert(t, r) }
+            return gone
+        }
+        if journaled {
+            recorded.undo.append(.state(StoreState(p.pointee, refreshTokens: gone)))
+            recorded.changes.append(.storeReplaced(state.journalSnapshot(key, storeConfig: storeConfig), refreshTokens: state.refreshTokens))
+        }
+        state.apply(to: &p.pointee)
     }
 
     // MARK: the store itself
@@ -719,6 +784,7 @@ final class JournalCommitter: Sendable {
             g.store.users = users
             g.store.phoneIndex = phones
             g.store.rebuildEmailIndex()
+            g.store.rebuildProviderIndexes()
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
         case .oobCode(let code, let old?): _ = g.store.oobCodes.remove(code); g.store.oobCodes.insert(old)
@@ -736,7 +802,28 @@ final class JournalCommitter: Sendable {
         case .storeCreated:
             g.removed = true
             registry.withLock { r in if r.boxes[box.key] === box { r.remove(box.key) } }
+        case .state(let before):
+            before.apply(to: &g.store)
+            refreshTokens.withLock { index in
+                _ = index.removeStore(box.key)
+                for (t, r) in before.refreshTokens { index.insert(t, r) }
+            }
         }
+    }
+}
+
+extension StoreState {
+    /// Puts the durable state into `s`; the session sequence never goes back (here: it writes durable fields).
+    fileprivate func apply(to s: inout AuthStore) {
+        s.config = config
+        s.tenant = tenant
+        s.implicitTenant = implicitTenant
+        s.users = users
+        s.phoneIndex = phoneIndex
+        s.emailIndex = emailIndex
+        s.sessions = sessions
+        s.oobCodes = oob
+        s.nextSequence = max(s.nextSequence, nextSequence)
     }
 }
 

@@ -22,8 +22,8 @@ import EmulatorSupport
 // directly); `claim` names which claim a field feeds, and the claims tests hold the two equal.
 //
 // The password is not a stored field: a request's `password`, an import's hash formats and `deleteAttribute:
-// PASSWORD` become `UserChanges.password`, which sets `passwordHash`, `salt`, `passwordUpdatedAt` (and `validSince`)
-// together after every field (`Emulator.apply`).
+// PASSWORD` become `UserChanges.password`, which sets `passwordHash`, `salt`, `passwordHashAlgorithm`,
+// `passwordUpdatedAt` (and `validSince`) together after every field (`Emulator.apply`).
 
 /// One field of the user record and every mapping it takes part in.
 public struct UserField: Sendable {
@@ -209,9 +209,18 @@ public enum UserFields {
                   value: { .bool($0.disabled) }, assign: { $0.disabled = $1?.boolValue ?? false },
                   wire: { u, _ in u.disabled ? .bool(true) : nil },
                   fromImport: { v, _, _ in .success(v.boolValue.map { .set(.bool($0)) }) }),
-        UserField("providerUserInfo", blockingPath: "provider_data",
-                  value: { _ in nil }, assign: { _, _ in },
-                  wire: { u, _ in .array(ProviderInfo.wire(u)) }, blockingValue: { u in .array(ProviderInfo.blocking(u)) }),
+        UserField("providerUserInfo", event: "providerUserInfo", access: .importing, blockingPath: "provider_data",
+                  value: { u in u.providerUserInfo.isEmpty ? nil : .array(u.providerUserInfo.map(\.json)) },
+                  assign: { u, v in u.providerUserInfo = (v?.arrayValue ?? []).compactMap(ProviderUserInfo.init(json:)) },
+                  wire: { u, _ in .array(ProviderInfo.wire(u)) }, blockingValue: { u in .array(ProviderInfo.blocking(u)) },
+                  fromImport: { v, _, _ in ProviderInfo.importEntries(v) },
+                  admit: { c, user, store throws(AuthError) in
+                      guard case .set(let v) = c else { return c }
+                      for p in (v.arrayValue ?? []).compactMap(ProviderUserInfo.init(json:)) {
+                          if let owner = store.federatedIndex[p.indexKey], owner != user.localId { throw AuthError(.federatedUserIdAlreadyLinked) }
+                      }
+                      return c
+                  }),
         UserField("customAttributes", event: "customAttributes", access: .adminAndImport, clientRefusal: .insufficientPermission,
                   blockingPath: "custom_claims",
                   value: { $0.customAttributes.map(JSON.string) }, assign: { $0.customAttributes = $1?.stringValue },
@@ -251,6 +260,16 @@ public enum UserFields {
                   wire: { u, forClient in forClient || u.passwordHash == nil ? nil : u.salt.map(JSON.string) }, blockingValue: { _ in nil }),
         UserField("passwordUpdatedAt", value: { $0.passwordUpdatedAt.map(JSON.exactInt) }, assign: { $0.passwordUpdatedAt = $1?.exactInt64 },
                   wire: { u, _ in u.passwordHash == nil ? nil : u.passwordUpdatedAt.map { .int($0) } }, blockingValue: { _ in nil }),
+        // An imported foreign hash's algorithm (ImportedPasswordHash.swift): shown with the hash to admins and in exports,
+        // so an export imports back and keeps signing in; set only with the password (`UserChanges.password`).
+        UserField(passwordHashAlgorithm, value: { $0.passwordHashAlgorithm }, assign: { $0.passwordHashAlgorithm = $1 },
+                  wire: { u, forClient in forClient || u.passwordHash == nil ? nil : u.passwordHashAlgorithm }, blockingValue: { _ in nil }),
+        UserField("emailLinkSignin", event: "emailLinkSignin", access: .importing,
+                  value: { $0.emailLinkSignin ? .bool(true) : nil }, assign: { $0.emailLinkSignin = $1?.boolValue ?? false },
+                  blockingValue: { _ in nil }, fromImport: { v, _, _ in .success(v.boolValue.map { .set(.bool($0)) }) }),
+        UserField("screenName", event: "screenName", access: .importing,
+                  value: { $0.screenName.map(JSON.string) }, assign: { $0.screenName = $1?.stringValue }, blockingValue: { _ in nil },
+                  fromImport: { v, _, _ in .success(text(v).map { .set(.string($0)) }) }),
         UserField("mfaInfo", event: "mfaInfo", access: .importing, blockingPath: "multi_factor.enrolled_factors",
                   value: { u in u.mfaInfo.isEmpty ? nil : .array(u.mfaInfo.map(\.journalJSON)) },
                   assign: { u, v in u.mfaInfo = (v?.arrayValue ?? []).compactMap(MFAEnrollment.init(journal:)) },
@@ -430,13 +449,9 @@ extension UserFieldTable {
             }
         }
         if let p = changes.password {
-            if p.clear {
-                user.passwordHash = nil
-                user.salt = nil
-            }
+            if p.clear { user.setPassword(hash: nil, salt: nil, algorithm: nil) }
             if let h = p.hash {
-                user.passwordHash = h
-                user.salt = p.salt
+                user.setPassword(hash: h, salt: p.salt, algorithm: p.algorithm)
                 user.passwordUpdatedAt = p.updatedAt ?? now
                 if p.revokesTokens { user.validSince = now / 1000 }
             }
@@ -444,31 +459,69 @@ extension UserFieldTable {
     }
 }
 
-/// The providers a record has, derived from its fields (`providerUserInfo` on the wire, `provider_data` for blocking
-/// functions): `phone` while it has a number; `password` while it has an email and a password (production and the
-/// official emulator: an admin-created or imported user with an email and no password hash has none).
+/// The providers a record has on the wire (`providerUserInfo`) and for blocking functions (`provider_data`): `phone`
+/// while it has a number, `password` while it has an email and a password or signs in by email link (production and
+/// the official emulator: an admin-created or imported user with an email and nothing else has none), then the
+/// federated identities linked to it, in link order (Providers.swift).
 enum ProviderInfo {
     static func wire(_ u: UserRecord) -> [JSON] {
         var providers: [JSON] = []
         if let p = u.phoneNumber { providers.append(["providerId": "phone", "rawId": .string(p), "phoneNumber": .string(p)]) }
-        if let e = u.email, u.passwordHash != nil {
+        if let e = u.email, u.passwordHash != nil || u.emailLinkSignin {
             var pe: JSONObject = ["providerId": "password", "rawId": .string(e), "email": .string(e), "federatedId": .string(e)]
             pe.set("displayName", u.displayName.map(JSON.string))
             pe.set("photoUrl", u.photoUrl.map(JSON.string))
             providers.append(.object(pe))
         }
+        for p in u.providerUserInfo { providers.append(p.json) }
         return providers
     }
 
     static func blocking(_ u: UserRecord) -> [JSON] {
         var providers: [JSON] = []
         if let p = u.phoneNumber { providers.append(["provider_id": "phone", "uid": .string(p), "phone_number": .string(p)]) }
-        if let e = u.email, u.passwordHash != nil {
+        if let e = u.email, u.passwordHash != nil || u.emailLinkSignin {
             var o: JSONObject = ["provider_id": "password", "uid": .string(e), "email": .string(e)]
             o.set("display_name", u.displayName.map(JSON.string))
             o.set("photo_url", u.photoUrl.map(JSON.string))
             providers.append(.object(o))
         }
+        for p in u.providerUserInfo { providers.append(p.blockingJSON) }
         return providers
+    }
+
+    /// An import's `providerUserInfo` (admin `import_users(provider_data=…)`, firebase-tools exports): `phone` and
+    /// `password` entries are skipped (derived), each other entry needs `providerId` and `rawId` (the official
+    /// emulator's per-user messages); the list replaces the user's federated identities.
+    static func importEntries(_ v: JSON) -> Result<FieldChange<JSON>?, UserFieldError> {
+        guard v != .null else { return .success(nil) }
+        guard case .array(let items) = v else { return .failure(UserFieldError("providerUserInfo must be an array")) }
+        var out: [JSON] = []
+        var seen = Set<String>()
+        for item in items {
+            guard case .object(let o) = item else { return .failure(UserFieldError("providerUserInfo entries must be objects")) }
+            let providerId = o["providerId"]?.stringValue ?? ""
+            if providerId == "password" || providerId == "phone" { continue }
+            let rawId = UserFields.text(o["rawId"]) ?? ""
+            guard !providerId.isEmpty, !rawId.isEmpty else {
+                if o["federatedId"] != nil {
+                    return .failure(UserFieldError("((Parsing federatedId is not implemented in Auth Emulator; please specify providerId AND rawId as a workaround.))"))
+                }
+                return .failure(UserFieldError("federatedId or (providerId & rawId) is required"))
+            }
+            guard ProviderUserInfo.isValidProviderId(providerId), rawId.utf8.count <= ProviderUserInfo.maxRawIdLength,
+                  !Identifiers.containsControlCharacters(rawId) else {
+                return .failure(UserFieldError("providerUserInfo has an invalid providerId or rawId"))
+            }
+            for k in ["displayName", "photoUrl", "email", "screenName"] {
+                if let t = o[k]?.stringValue, t.utf16.count > UserFieldLimits.photoUrl { return .failure(UserFieldError("providerUserInfo \(k) is too long")) }
+            }
+            guard seen.insert(ProviderUserInfo.indexKey(providerId, rawId)).inserted else { continue }
+            var entry = o
+            entry["rawId"] = .string(rawId)
+            if let p = ProviderUserInfo(json: .object(entry)) { out.append(p.json) }
+        }
+        guard out.count <= ProviderUserInfo.maxPerUser else { return .failure(UserFieldError("too many linked providers")) }
+        return .success(out.isEmpty ? .clear : .set(.array(out)))
     }
 }

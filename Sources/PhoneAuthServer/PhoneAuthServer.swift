@@ -143,6 +143,7 @@ public enum PhoneAuthServer {
                 throw StartError("cannot import \(dir): \(error.description)")
             }
         }
+        try recordStartingState(settings, emulator: emulator, tokens: tokens, clock: clock, dataDir: dataDir)
         var policy = ConnectionPolicy()
         policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
         policy.renderError = PhoneAuthApp.renderHTTPError
@@ -168,6 +169,26 @@ public enum PhoneAuthServer {
         }
         return RunningServer(settings: settings, port: port, logger: logger, logSink: cleanup.logSink, http: http, pool: pool,
                              app: app, tokens: tokens, dataDir: dataDir)
+    }
+
+    /// The state `:reset` returns to (PhoneAuthCore/Snapshots.swift): the config file and flags, plus `--import`. Without
+    /// an import that is every project's initial config (nothing to record). With a data directory, whose state from
+    /// earlier runs is not part of it, the import runs once more into a scratch emulator without a journal, whose state
+    /// is recorded; else the emulator's state now is exactly it.
+    private static func recordStartingState(_ settings: ServerSettings, emulator: Emulator, tokens: TokenService, clock: EmulatorClock,
+                                            dataDir: DataDirectory?) throws(StartError) {
+        guard let dir = settings.importDir else { return }
+        do {
+            guard dataDir != nil else { return try emulator.captureBaseline() }
+            let quiet = Logger(label: "starting-state", level: .critical)
+            let scratch = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, logger: quiet,
+                                   maxProjects: settings.maxProjects, maxUsersPerProject: settings.maxUsers, maxSessions: settings.maxSessions)
+            _ = try ExportImport.importDirectory(PhoneAuthApp(emulator: scratch, tokens: tokens, signingPool: nil, logger: quiet),
+                                                 projectId: settings.projectId, from: dir)
+            try emulator.adoptBaseline(from: scratch)
+        } catch {
+            throw StartError("cannot record the starting state of \(dir): \(error)")
+        }
     }
 
     /// Signing keys: `--signing-key`, else the data directory's, else none yet (generated in the background).
@@ -266,6 +287,7 @@ public final class RunningServer: Sendable {
         http.shutdown()
         pool.shutdown()
         app.blocking.shutdown()  // waits at most one deadline for calls in flight
+        app.webhooks.shutdown()  // queued deliveries are not made
         var result: Int32 = 0
         if let dir = settings.exportOnExit {
             do {

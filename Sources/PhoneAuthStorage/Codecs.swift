@@ -66,6 +66,7 @@ enum Codecs {
         o.set("tenantId", r.tenantId.map(JSON.string))
         o.set("secondFactorId", r.secondFactorId.map(JSON.string))
         o.set("extraClaims", r.extraClaims.map(JSON.string))
+        o.set("secondFactor", r.secondFactor.map(JSON.string))
         return JSON.object(o).serializedString
     }
 
@@ -74,7 +75,8 @@ enum Codecs {
         else { return nil }
         return RefreshTokenRecord(projectId: p, tenantId: o["tenantId"]?.stringValue, localId: l, authTime: int64(o["authTime"]) ?? 0,
                                   signInProvider: o["signInProvider"]?.stringValue ?? "phone", issuedAt: int64(o["issuedAt"]) ?? 0,
-                                  secondFactorId: o["secondFactorId"]?.stringValue, extraClaims: o["extraClaims"]?.stringValue)
+                                  secondFactorId: o["secondFactorId"]?.stringValue, extraClaims: o["extraClaims"]?.stringValue,
+                                  secondFactor: o["secondFactor"]?.stringValue)
     }
 
     static func encode(_ c: ProjectConfig, _ t: TenantSettings?) -> String {

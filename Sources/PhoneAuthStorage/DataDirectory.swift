@@ -177,6 +177,14 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         case .refreshTokenSaved(let token, let r):
             try c.run("INSERT OR REPLACE INTO refresh_tokens (token, project, tenant, local_id, doc) VALUES (?, ?, ?, ?, ?)",
                       [.text(token), .text(r.projectId), Self.t(r.tenantId), .text(r.localId), .text(Codecs.encode(r))])
+        case .storeReplaced(let snap, let tokens):
+            let k = snap.key
+            try apply(.storeDeleted(k), c)
+            if let config = snap.config { try apply(.configSaved(k, config, snap.tenant), c) }
+            for u in snap.users { try apply(.userSaved(k, u), c) }
+            for session in snap.sessions { try apply(.sessionSaved(k, session), c) }
+            for code in snap.oobCodes { try apply(.oobCodeSaved(k, code), c) }
+            for (token, record) in tokens { try apply(.refreshTokenSaved(token, record), c) }
         }
     }
 

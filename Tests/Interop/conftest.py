@@ -1,5 +1,6 @@
 """Starts the real emulator binary on a free port for each test module and hands tests a small client."""
 import base64
+import contextlib
 import json
 import os
 import re
@@ -109,6 +110,18 @@ def fresh():
         e.stop()
 
 
+# The Firebase JS SDK's ES modules under FIREBASE_SDK_DIR, as an import map for a test page (test_browser_sdk.py,
+# test_provider_page.py).
+SDK_IMPORTS = {
+    "@firebase/app": "/node_modules/@firebase/app/dist/esm/index.esm.js",
+    "@firebase/auth": "/node_modules/@firebase/auth/dist/esm/index.js",
+    "@firebase/util": "/node_modules/@firebase/util/dist/index.esm.js",
+    "@firebase/component": "/node_modules/@firebase/component/dist/esm/index.esm.js",
+    "@firebase/logger": "/node_modules/@firebase/logger/dist/esm/index.esm.js",
+    "idb": "/node_modules/idb/build/index.js",
+    "tslib": "/node_modules/tslib/tslib.es6.mjs",
+}
+
 _DUMMY_KEY = None
 
 
@@ -125,6 +138,18 @@ def dummy_credential():
     return credentials.Certificate({"type": "service_account", "project_id": "demo-phone", "private_key_id": "test",
                                     "private_key": _DUMMY_KEY, "client_email": "test@demo-phone.iam.gserviceaccount.com",
                                     "token_uri": "https://oauth2.googleapis.com/token"})
+
+
+@contextlib.contextmanager
+def credentialed_app(prefix="app"):
+    """A firebase-admin app for demo-phone with `dummy_credential()` (for SDK paths that insist on a credential:
+    tenant_mgt, production-mode verification), deleted afterwards."""
+    import firebase_admin
+    app = firebase_admin.initialize_app(dummy_credential(), options={"projectId": "demo-phone"}, name=f"{prefix}-{uuid.uuid4()}")
+    try:
+        yield app
+    finally:
+        firebase_admin.delete_app(app)
 
 
 def claims_of(token):

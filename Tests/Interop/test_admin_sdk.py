@@ -1,14 +1,12 @@
 """Issue 3: firebase-admin (Python, emulator mode) against the running binary, unmodified; client account calls."""
 import json
 import time
-import uuid
 
-import firebase_admin
 import pytest
 import requests
 from firebase_admin import auth, tenant_mgt
 
-from conftest import FICTIONAL, claims_of, dummy_credential, error_message
+from conftest import FICTIONAL, claims_of, credentialed_app, error_message
 
 
 def phone_sign_in(emu, phone, tenant=None, id_token=None):
@@ -217,11 +215,8 @@ def test_tenants_and_tenant_scoped_admin(fresh, monkeypatch):
     production), then the tenant-scoped firebase-admin client, which honours the emulator."""
     emu = fresh()
     monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", emu.host_port)
-    app = firebase_admin.initialize_app(dummy_credential(), options={"projectId": "demo-phone"}, name=f"tenants-{uuid.uuid4()}")
-    try:
+    with credentialed_app("tenants") as app:
         _tenant_flow(emu, app)
-    finally:
-        firebase_admin.delete_app(app)
 
 
 def _tenant_flow(emu, app):

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import FICTIONAL, FICTIONAL_CODE, Emulator
+from conftest import FICTIONAL, FICTIONAL_CODE, SDK_IMPORTS as IMPORTS, Emulator
 
 SDK = os.environ.get("FIREBASE_SDK_DIR")
 try:
@@ -31,15 +31,6 @@ pytestmark = pytest.mark.skipif(
     not SDK or webdriver is None or not os.path.exists(DRIVER),
     reason="needs FIREBASE_SDK_DIR, chromium-driver and selenium")
 
-IMPORTS = {
-    "@firebase/app": "/node_modules/@firebase/app/dist/esm/index.esm.js",
-    "@firebase/auth": "/node_modules/@firebase/auth/dist/esm/index.js",
-    "@firebase/util": "/node_modules/@firebase/util/dist/index.esm.js",
-    "@firebase/component": "/node_modules/@firebase/component/dist/esm/index.esm.js",
-    "@firebase/logger": "/node_modules/@firebase/logger/dist/esm/index.esm.js",
-    "idb": "/node_modules/idb/build/index.js",
-    "tslib": "/node_modules/tslib/tslib.es6.mjs",
-}
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><script type="importmap">{"imports": %(imports)s}</script></head>

@@ -169,3 +169,26 @@ def test_env_default_and_usage_errors(emu):
     assert "--frob" in r.stderr
     r = run(emu, "codes", "--help")
     assert r.returncode == 0 and "Example:" in r.stdout
+
+
+def test_users_create_with_providers_and_idp_sign_in(emu):
+    """Issue 25: provider users from the command line (admin linkProviderUserInfo), and a sign-in with a test
+    credential (signInWithIdp; on a build without it, the 404 is reported as an API error)."""
+    r = run(emu, "users", "create", "--provider", "google.com:g-cli-1:ada@example.com", "--provider", "github.com:gh-cli-1",
+            "--display-name", "Ada", "--json")
+    assert r.returncode == 0, r.stderr
+    user = json.loads(r.stdout)
+    assert [(p["providerId"], p["rawId"], p.get("email"), p.get("displayName")) for p in user["providerUserInfo"]] == [
+        ("google.com", "g-cli-1", "ada@example.com", "Ada"), ("github.com", "gh-cli-1", None, "Ada")]
+    r = run(emu, "users", "get", user["localId"])
+    assert r.returncode == 0 and "google.com g-cli-1 ada@example.com" in r.stdout and "github.com gh-cli-1" in r.stdout, r.stdout
+    assert run(emu, "users", "create", "--provider", "google.com").returncode == 64
+
+    has_idp = emu.itk("signInWithIdp", {}).status_code != 404
+    r = run(emu, "idp", "sign-in", "google.com", "--sub", "g-cli-1", "--email", "ada@example.com", "--json")
+    if has_idp:
+        assert r.returncode == 0, r.stderr
+        body = json.loads(r.stdout)
+        assert body["localId"] == user["localId"] and body["providerId"] == "google.com" and body["idToken"].count(".") == 2
+    else:
+        assert r.returncode == 1 and "[HTTP 404]" in r.stderr, r.stderr

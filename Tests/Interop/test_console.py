@@ -27,7 +27,7 @@ if HAVE_BROWSER:
 browser_only = pytest.mark.skipif(not HAVE_BROWSER, reason="needs chromium, chromium-driver and selenium")
 
 SHOTS = os.environ.get("CONSOLE_SCREENSHOTS") or tempfile.mkdtemp(prefix="console-shots-")
-VIEWS = ["codes", "users", "config", "clock", "keys", "events"]
+VIEWS = ["codes", "users", "config", "clock", "keys", "events", "reset"]
 WAIT = 5  # seconds a UI change may take to show (waits end as soon as it does)
 
 
@@ -109,6 +109,8 @@ def view_ready(driver, view):
         "clock": lambda d: "UTC" in d.find_element(By.ID, "clock-now").text,
         "keys": lambda d: d.find_elements(By.CSS_SELECTOR, "#keys-list li"),
         "events": lambda d: "Connecting" not in d.find_element(By.ID, "live").text,
+        "reset": lambda d: d.find_element(By.ID, "reset-project").text and (
+            d.find_element(By.ID, "snapshots-empty").is_displayed() or d.find_elements(By.CSS_SELECTOR, "#snapshots-table tbody tr")),
     }
     WebDriverWait(driver, WAIT).until(checks[view])
 
@@ -294,18 +296,23 @@ def test_advancing_the_clock_expires_a_pending_code(browser, emu, events_availab
     assert problems(browser, events_available) == []
 
 
+def open_user(driver, emu, uid):
+    """Users: searches for `uid` and opens its details."""
+    open_view(driver, emu, "users")
+    view_ready(driver, "users")
+    q = driver.find_element(By.ID, "users-q")
+    q.clear()
+    q.send_keys(uid)
+    driver.find_element(By.CSS_SELECTOR, "#users-search button").click()
+    click(driver, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
+    WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+
+
 @browser_only
 def test_claims_edited_in_users_are_in_the_next_id_token(browser, emu, events_available):
     signed = emu.sign_in("+16505554567", FICTIONAL_CODE)
     uid = signed["localId"]
-    open_view(browser, emu, "users")
-    view_ready(browser, "users")
-    q = browser.find_element(By.ID, "users-q")
-    q.clear()
-    q.send_keys(uid)
-    browser.find_element(By.CSS_SELECTOR, "#users-search button").click()
-    click(browser, By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] button')
-    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == uid)
+    open_user(browser, emu, uid)
     claims = browser.find_element(By.ID, "claims")
     # Refused in the page before anything is sent: a reserved name.
     claims.clear()
@@ -395,3 +402,88 @@ def test_admin_token_is_asked_for_and_kept_for_the_tab(events_available):
     finally:
         d.quit()
         e.stop()
+
+
+@browser_only
+def test_reset_and_snapshots_from_the_console(browser, emu, events_available):
+    """Save a snapshot, reset the project, restore the snapshot and delete it, from the Reset view."""
+    base = f"{emu.url}/emulator/v1/projects/demo-phone"
+    assert requests.post(base + "/idTokens", json={"uid": "console-seed"}).status_code == 200
+
+    def exists(uid):
+        r = emu.post("/identitytoolkit.googleapis.com/v1/accounts:lookup", {"localId": [uid]}, headers={"Authorization": "Bearer owner"})
+        return bool(r.json().get("users"))
+
+    def ok_text(d):
+        return d.find_element(By.CSS_SELECTOR, "#view-reset [data-ok]").text
+
+    open_view(browser, emu, "reset")
+    view_ready(browser, "reset")
+    assert browser.find_element(By.ID, "reset-project").text == "demo-phone"
+    browser.find_element(By.ID, "snapshot-name").send_keys("console-seeded")
+    browser.find_element(By.CSS_SELECTOR, "#snapshot-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#snapshots-table tr[data-name="console-seeded"]'))
+    assert "saved" in ok_text(browser)
+    browser.find_element(By.ID, "reset-project-button").click()
+    browser.switch_to.alert.accept()
+    WebDriverWait(browser, WAIT).until(lambda d: "Project reset" in ok_text(d))
+    assert not exists("console-seed")
+    click(browser, By.CSS_SELECTOR, '[data-restore="console-seeded"]')
+    WebDriverWait(browser, WAIT).until(lambda d: "restored" in ok_text(d))
+    assert exists("console-seed")
+    shot(browser, "reset-snapshots")
+    click(browser, By.CSS_SELECTOR, '[data-delete="console-seeded"]')
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "snapshots-empty").is_displayed())
+    assert requests.get(base + "/snapshots").json()["snapshots"] == []
+    assert problems(browser, events_available) == []
+
+
+@browser_only
+def test_users_show_providers_and_a_test_provider_user_signs_in(browser, emu, events_available):
+    """Issue 25: each user's providers (id, raw id, email), and "Sign in a test provider user" — signInWithIdp with
+    an id_token of claims, and the result's tokens."""
+    admin = {"Authorization": "Bearer owner"}
+    base = f"{emu.url}/identitytoolkit.googleapis.com/v1/projects/demo-phone"
+    signed = emu.sign_in("+16505554567", FICTIONAL_CODE)
+    uid = signed["localId"]
+    r = emu.session.post(base + "/accounts:update", headers=admin, json={
+        "localId": uid, "linkProviderUserInfo": {"providerId": "google.com", "rawId": "g-console-1", "email": "<b>g@example.com</b>"}})
+    assert r.status_code == 200, r.text
+    open_user(browser, emu, uid)
+
+    def providers_cell(d):  # the row is re-rendered when a live event arrives
+        try:
+            return d.find_element(By.CSS_SELECTOR, f'#users-table tr[data-uid="{uid}"] td:nth-child(5)').text
+        except (StaleElementReferenceException, NoSuchElementException):
+            return ""
+    WebDriverWait(browser, WAIT).until(lambda d: providers_cell(d) == "phone, google.com")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]'))
+    google = browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="google.com"]').text
+    assert "g-console-1" in google and "<b>g@example.com</b>" in google  # as text
+    assert "+16505554567" in browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="phone"]').text
+
+    # Sign in a test provider user.
+    for field, value in (("idp-provider", "github.com"), ("idp-sub", "gh-console-1"), ("idp-email", "octo@example.com"), ("idp-name", "Octo Cat")):
+        el = browser.find_element(By.ID, field)
+        el.clear()
+        el.send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, "#idp-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "idp-result").is_displayed())
+    fields = browser.find_element(By.ID, "idp-fields").text
+    created = fields.split("User", 1)[1].split()[0]
+    assert "github.com" in fields and "gh-console-1" in fields
+    assert "ID token" in fields and "Refresh token" in fields and "New user" in fields
+    looked = emu.session.post(base + "/accounts:lookup", json={"localId": [created]}, headers=admin).json()["users"][0]
+    assert [(p["providerId"], p["rawId"], p.get("email")) for p in looked["providerUserInfo"] if p["providerId"] == "github.com"] == \
+        [("github.com", "gh-console-1", "octo@example.com")]
+    browser.find_element(By.ID, "idp-open").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user-uid").text == created)
+    assert "gh-console-1" in browser.find_element(By.CSS_SELECTOR, '#user-providers li[data-provider="github.com"]').text
+    shot(browser, "users-providers")
+    # A provider id the server would refuse is caught in the page.
+    el = browser.find_element(By.ID, "idp-provider")
+    el.clear()
+    el.send_keys("Not A Provider")
+    browser.find_element(By.CSS_SELECTOR, "#idp-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: "provider id" in d.find_element(By.CSS_SELECTOR, "#idp-signin [data-error]").text)
+    assert problems(browser, events_available) == []

@@ -152,6 +152,14 @@ final class BoundaryTests: XCTestCase, AppCalling {
             XCTAssertEqual(message(r), "TENANT_NOT_FOUND", path)
             XCTAssertEqual(app.emulator.tenants(of: "demo-phone"), [], path)
         }
+        // A tenant's provider configurations are v2 resources too: a create for a missing tenant creates no tenant.
+        for kind in ["oauthIdpConfigs?oauthIdpConfigId=oidc.nine", "inboundSamlConfigs?inboundSamlConfigId=saml.nine",
+                     "defaultSupportedIdpConfigs?idpId=google.com"] {
+            let r = call("POST", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t9/" + kind, #"{"clientId":"c","issuer":"https://i.example"}"#, headers: owner)
+            XCTAssertEqual(r.0, 404, kind)
+            XCTAssertEqual(message(r), "TENANT_NOT_FOUND", kind)
+            XCTAssertEqual(app.emulator.tenants(of: "demo-phone"), [], kind)
+        }
     }
 
     func testTenantsFromTheBodyAreCreatedWithinTheCapAndTheSwitch() {

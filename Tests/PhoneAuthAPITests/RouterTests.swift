@@ -46,7 +46,8 @@ final class RouterTests: XCTestCase {
     }
 
     /// Which routes may create a project or tenant is one column of the table (`readOnly`): every GET, and the POST
-    /// lookups, queries and session cookies, never create (red team F1); every other write does.
+    /// lookups, queries, session cookies and snapshot saves (and a snapshot delete), never create (red team F1); every
+    /// other write does.
     func testReadOnlyRowsAreTheGETsLookupsAndQueries() {
         XCTAssertTrue(Router.rows.filter { $0.method == "GET" }.allSatisfy(\.readOnly))
         let postReads = Set(Router.rows.filter { $0.readOnly && $0.method != "GET" }.map { $0.method + " " + $0.template })
@@ -55,6 +56,8 @@ final class RouterTests: XCTestCase {
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant}]:createSessionCookie",
+            "POST /emulator/v1/projects/{project}:snapshot",
+            "DELETE /emulator/v1/projects/{project}/snapshots/{snapshot}",
         ])
         guard case .route(let query) = Router.match(method: "POST", path: "/identitytoolkit.googleapis.com/v1/projects/p/tenants/t/accounts:query") else {
             return XCTFail("no route")

@@ -435,4 +435,19 @@ final class SafetyRoundThreeTests: XCTestCase, AppCalling {
         try e.deleteUser(StoreKey(projectId: "p"), localId: "a0")
         XCTAssertNoThrow(try e.createUser(StoreKey(projectId: "r"), localId: "c", changes: UserChanges()))
     }
+
+    /// With the limits on, one address creates at most `accountsPerIp` accounts per window (production's quota page:
+    /// 100 an hour), whatever the sign-in: anonymous and email sign-ups and first phone sign-ins alike.
+    func testAccountsPerAddressAreBoundedWithTheLimitsOn() throws {
+        patch(#"{"protection":{"mode":"ON","accountsPerIp":{"max":3,"perSeconds":3600}}}"#)
+        XCTAssertEqual(client("signUp", #"{}"#, ip: "10.3.0.1").0, 200)
+        XCTAssertEqual(client("signUp", #"{"email":"a@example.com","password":"secret12"}"#, ip: "10.3.0.1").0, 200)
+        let s = try XCTUnwrap(client("sendVerificationCode", #"{"phoneNumber":"\#(fictional)"}"#, ip: "10.3.0.1").1["sessionInfo"]?.stringValue)
+        XCTAssertEqual(client("signInWithPhoneNumber", #"{"sessionInfo":"\#(s)","code":"123456"}"#, ip: "10.3.0.1").0, 200)
+        XCTAssertEqual(message(client("signUp", #"{}"#, ip: "10.3.0.1")), "QUOTA_EXCEEDED : Too many accounts created from this address; try again later.")
+        XCTAssertEqual(client("signUp", #"{}"#, ip: "10.3.0.2").0, 200, "another address")
+        // Signing in to an existing account is not account creation.
+        let again = try XCTUnwrap(client("sendVerificationCode", #"{"phoneNumber":"\#(fictional)"}"#, ip: "10.3.0.1").1["sessionInfo"]?.stringValue)
+        XCTAssertEqual(client("signInWithPhoneNumber", #"{"sessionInfo":"\#(again)","code":"123456"}"#, ip: "10.3.0.1").0, 200)
+    }
 }

@@ -203,7 +203,8 @@ final class WebBoundaryTests: XCTestCase {
     func errorMessage(_ r: HTTPResponse) -> String? { (try? JSONParser.parse(r.body))?["error"]?["message"]?.stringValue }
 
     /// Concrete requests for every row of the route table: its template with `{project}` = demo-phone, `{tenant}` =
-    /// t1 and `{file}` = app.js, with and without its optional group, and at its v3 name; client routes with `?key=k`.
+    /// t1, `{file}` = app.js (handler.js for the provider page's), `{snapshot}` = s1 and `{config}` = oidc.one, with
+    /// and without its optional group, and at its v3 name; client routes with `?key=k`.
     /// Each is checked to route to its own row, so the table and this list cannot drift apart.
     func requestsForEveryRow() -> [(row: RouteRow, method: String, target: String)] {
         var out: [(RouteRow, String, String)] = []
@@ -219,6 +220,7 @@ final class WebBoundaryTests: XCTestCase {
             for path in paths {
                 let concrete = path.replacing("{project}", with: "demo-phone").replacing("{tenant?}", with: "t1")
                     .replacing("{tenant}", with: "t1").replacing("{file?}", with: "app.js")
+                    .replacing("{file}", with: "handler.js").replacing("{snapshot}", with: "s1").replacing("{config}", with: "oidc.one")
                 guard case .route(let r) = Router.match(method: row.method, path: concrete), r.row.template == row.template else {
                     XCTFail("\(row.method) \(concrete) does not route to its row \(row.template)")
                     continue
@@ -239,7 +241,9 @@ final class WebBoundaryTests: XCTestCase {
         let table = requestsForEveryRow()
         XCTAssertEqual(Set(table.map(\.row.template)).count, Set(Router.rows.map(\.template)).count, "every row has a request")
         // The classes themselves: the emulator API and the admin API of a project are protected, whatever a new row says.
-        for row in Router.rows where row.template.hasPrefix("/emulator/") || row.template.hasPrefix("/identitytoolkit.googleapis.com/v1/projects/{project}")
+        // (The emulator's browser pages are not its API: the email action links and the provider page the SDKs open
+        // in a popup or redirect, /emulator/action and /emulator/auth/…, are open as the official emulator's.)
+        for row in Router.rows where row.template.hasPrefix("/emulator/v1") || row.template.hasPrefix("/identitytoolkit.googleapis.com/v1/projects/{project}")
             || row.template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") {
             XCTAssertTrue(row.access.isProtected, "\(row.method) \(row.template) must be protected")
         }

@@ -2,23 +2,8 @@
 import EmulatorSupport
 import XCTest
 
-/// `users create`, `oob-codes` and `mfa …`: flags are checked before any request (an unreachable emulator proves no
-/// request was made: a usage error is 64, a connection failure would be 1).
-final class AccountCommandsTests: XCTestCase {
-    let nowhere = ["--emulator", "http://127.0.0.1:1", "--project", "p"]
-
-    func run(_ args: [String]) -> (Int32, String, String) {
-        var out = "", err = ""
-        let ctx = CLIContext(environment: { _ in nil }, stdinIsTerminal: false, readLine: { nil },
-                             out: { out += $0 + "\n" }, err: { err += $0 + "\n" })
-        return (CLI.run(args, context: ctx), out, err)
-    }
-
-    func parse(_ words: [String], _ args: [String]) throws -> Arguments {
-        let c = try XCTUnwrap(CLI.commands.first { $0.words == words })
-        return try Arguments.parse(args, valued: CLI.globalValued.union(c.valued), boolean: CLI.globalBoolean.union(c.boolean))
-    }
-
+/// `users create`, `oob-codes` and `mfa …`: flags are checked before any request (`CLIRunning`).
+final class AccountCommandsTests: XCTestCase, CLIRunning {
     func testUsersCreateBodyForEmailPasswordAndPhone() throws {
         let a = try parse(["users", "create"], ["--email", "ada@example.com", "--password=secret123", "--phone", "+15551230000",
                                                 "--display-name", "Ada L", "--email-verified", "--uid", "ada"])

@@ -219,6 +219,7 @@ final class EventLogTests: XCTestCase {
              #""uid":"u\"1","phoneNumber":"+15550001111","provider":"phone""#),
             (.userCreated(uid: "u1", phoneNumber: nil, email: "a@b.c", provider: "password"), #""uid":"u1","email":"a@b.c","provider":"password""#),
             (.userUpdated(uid: "u1", fields: ["email", "mfaInfo"]), #""uid":"u1","fields":["email","mfaInfo"]"#),
+            (.userLinked(uid: "u1", provider: "google.com"), #""uid":"u1","provider":"google.com""#),
             (.userDisabled(uid: "u1"), #""uid":"u1""#), (.userEnabled(uid: "u1"), #""uid":"u1""#),
             (.userDeleted(uid: "u1"), #""uid":"u1""#), (.tokensRefreshed(uid: "u1"), #""uid":"u1""#),
             (.tokensRevoked(uid: "u1"), #""uid":"u1""#),
@@ -236,6 +237,7 @@ final class EventLogTests: XCTestCase {
             (.blockingFunctionCalled(event: "beforeSignIn", uri: "http://h/f", durationMs: 12, outcome: "ok"),
              #""event":"beforeSignIn","uri":"http://h/f","durationMs":12,"outcome":"ok""#),
             (.sessionCookieCreated(uid: "u1", expiresIn: 300), #""uid":"u1","expiresIn":300"#),
+            (.projectReset(snapshot: "seeded"), #""snapshot":"seeded""#),
         ]
         var seen = Set<String>()
         for (n, (payload, fields)) in cases.enumerated() {
@@ -250,6 +252,9 @@ final class EventLogTests: XCTestCase {
             }
         }
         XCTAssertEqual(seen, Set(EventPayload.types).subtracting(["dropped"]), "every type is written out above")
+        var reset: [UInt8] = []
+        EmulatorEvent(id: 7, time: 1_700_000_000_123, payload: .projectReset(snapshot: nil)).writeJSON(p, into: &reset)
+        XCTAssertEqual(String(decoding: reset, as: UTF8.self), #"{"id":7,"type":"project.reset","time":"2023-11-14T22:13:20.123Z","project":"p"}"#)
         var dropped: [UInt8] = []
         EmulatorEvent(id: 0, time: 1_700_000_000_123, payload: .dropped(count: 3)).writeJSON(p, withId: false, into: &dropped)
         XCTAssertEqual(String(decoding: dropped, as: UTF8.self), #"{"type":"dropped","time":"2023-11-14T22:13:20.123Z","project":"p","count":3}"#)
@@ -776,10 +781,11 @@ final class EventLogTests: XCTestCase {
         let s2 = try e.sendVerificationCode(key, phoneNumber: "+15551234567")
         let code2 = try XCTUnwrap(e.verificationCodes(key, phone: "+15551234567").first?.code)
         mark = events(e, key).count
-        let plan = try e.beginPhoneSignIn(key, sessionInfo: s2, code: code2, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
         var named = BlockingFunctions.Outcome()
         named.displayName = .some("Ada")
-        guard case .signedIn(let created, true, _, _) = try e.finishPhoneSignIn(key, plan, changes: named) else { return XCTFail() }
+        let phone2 = SignInRequest.Phone(sessionInfo: s2, code: code2, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
+        guard case .signedIn(let signedIn) = try e.signIn(key, .phone(phone2), hook: { _ in named }), signedIn.isNewUser else { return XCTFail() }
+        let created = signedIn.user
         got = tail(e, key, from: mark)
         XCTAssertEqual(got.map(\.type), ["code.verified", "user.created", "tokens.issued"])
         XCTAssertEqual(got[1].payload, .userCreated(uid: created.localId, phoneNumber: "+15551234567", email: nil, provider: "phone"))
@@ -787,28 +793,35 @@ final class EventLogTests: XCTestCase {
         let s3 = try e.sendVerificationCode(key, phoneNumber: "+15551234567")
         let code3 = try XCTUnwrap(e.verificationCodes(key, phone: "+15551234567").first?.code)
         mark = events(e, key).count
-        let plan3 = try e.beginPhoneSignIn(key, sessionInfo: s3, code: code3, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
+        let phone3 = SignInRequest.Phone(sessionInfo: s3, code: code3, temporaryProof: nil, phoneNumber: nil, tokenUser: nil, operation: nil)
         named.displayName = .some("Grace")
-        _ = try e.finishPhoneSignIn(key, plan3, changes: named)
+        _ = try e.signIn(key, .phone(phone3), hook: { _ in named })
         got = tail(e, key, from: mark)
         XCTAssertEqual(got.map(\.type), ["code.verified", "user.updated", "tokens.issued"])
         XCTAssertEqual(got[1].payload, .userUpdated(uid: created.localId, fields: ["displayName"]))
 
-        // The split sign-up: created and signed in; one its function disabled is created (no tokens).
+        // The split sign-up: created and signed in; one its function disabled is created (no tokens). The hook runs
+        // between the plan's transaction and the commit's: what it sees is the user as planned.
         var anon = UserChanges()
         anon.email = .set("new@example.com")
         anon.passwordHash = "h2"
-        let planned = try e.planSignUp(key, changes: anon)
-        mark = events(e, key).count
-        _ = try e.finishSignUp(key, planned, changes: BlockingFunctions.Outcome())
+        var planned = UserRecord(localId: "", createdAt: 0)
+        _ = try e.signIn(key, .signUp(.init(changes: anon)), hook: { candidate in
+            planned = candidate.user
+            mark = self.events(e, key).count
+            return BlockingFunctions.Outcome()
+        })
         got = tail(e, key, from: mark)
         XCTAssertEqual(got.map(\.payload), [.userCreated(uid: planned.localId, phoneNumber: nil, email: "new@example.com", provider: "password"),
                                              .tokensIssued(uid: planned.localId, provider: "password", secondFactor: nil)])
-        let planned2 = try e.planSignUp(key, changes: UserChanges())
+        var planned2 = UserRecord(localId: "", createdAt: 0)
         var disable = BlockingFunctions.Outcome()
         disable.disabled = true
-        mark = events(e, key).count
-        XCTAssertThrowsError(try e.finishSignUp(key, planned2, changes: disable))
+        XCTAssertThrowsError(try e.signIn(key, .signUp(.init(changes: UserChanges())), hook: { candidate in
+            planned2 = candidate.user
+            mark = self.events(e, key).count
+            return disable
+        }))
         XCTAssertEqual(tail(e, key, from: mark).map(\.payload), [.userCreated(uid: planned2.localId, phoneNumber: nil, email: nil, provider: "anonymous")])
     }
 

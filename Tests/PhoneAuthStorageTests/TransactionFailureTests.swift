@@ -125,7 +125,7 @@ final class TransactionFailureTests: XCTestCase {
     static func view(_ e: Emulator, _ key: StoreKey) -> StoreView {
         guard let box = e.existingStore(key) else {
             // What a first use would create.
-            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings(),
+            return StoreView(users: [], sessions: [], config: e.config(key), tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse,
                              implicit: key.tenantId != nil)
         }
         return box.read { s in
@@ -228,6 +228,10 @@ final class TransactionFailureTests: XCTestCase {
         _ = try step("clear codes", "DELETE", "/emulator/v1/projects/p/verificationCodes")
         _ = try step("tenant delete", "DELETE", "/identitytoolkit.googleapis.com/v2/projects/p/tenants/\(tid)", admin: true)
         _ = try step("send again", "POST", itk + "sendVerificationCode?key=k", #"{"phoneNumber":"+16505554567"}"#)
+        _ = try step("test principal", "POST", "/emulator/v1/projects/p/idTokens",
+                     #"{"uid":"principal-1","claims":{"role":"admin"},"phoneNumber":"+15550004444","signInProvider":"phone"}"#)
+        _ = try step("test principal (second factor)", "POST", "/emulator/v1/projects/p/idTokens",
+                     #"{"uid":"principal-2","email":"p2@example.com","signInProvider":"password","secondFactor":"totp"}"#)
         _ = try step("wipe", "DELETE", "/emulator/v1/projects/p/accounts")
     }
 
@@ -261,19 +265,31 @@ final class TransactionFailureTests: XCTestCase {
         XCTAssertEqual(expected["reclaim at the cap"], 200)
         XCTAssertEqual(expected["new tenant after the reclaim"], 200)
         XCTAssertEqual(expected["wrong code (an attempt consumed)"], 400)
+        for step in ["test principal", "test principal (second factor)"] { XCTAssertEqual(expected[step], 200, step) }
         for mfa in ["mfa enrollment start", "mfa enrollment finalize", "refresh (second factor)", "mfa sign-in start", "mfa sign-in finalize", "admin mfa replace"] {
             XCTAssertEqual(expected[mfa], 200, mfa)
         }
-        for n in 1...commits {
+        try withEachCommitFailing(1...commits, clock: clock, maxTenants: 2, { app, step in try script(app, check: step) }) { n, failures, _ in
+            XCTAssertEqual(failures.count, 1, "commit \(n) failing: exactly one request answered 500")
+        }
+    }
+
+    /// For each `n` in `numbers`, a fresh app whose `n`th journal commit fails runs `script` (which calls `step` after
+    /// each request with its name and status): after every step memory equals what a restart restores. `outcome`
+    /// gets `n`, the steps answered 500 and the commits the run made.
+    func withEachCommitFailing(_ numbers: ClosedRange<Int>, clock: EmulatorClock, maxTenants: Int = Emulator.defaultMaxTenantsPerProject,
+                               _ script: (PhoneAuthApp, (String, Int) throws -> Void) throws -> Void,
+                               outcome: (Int, [String], Int) -> Void) throws {
+        for n in numbers {
             let journal = FlakyJournal(try DataDirectory(path: dir + "/fail-\(n)"))
             journal.fail([n])
-            let app = makeApp(journal, clock: clock, maxTenants: 2)
-            var failures = 0
+            let app = makeApp(journal, clock: clock, maxTenants: maxTenants)
+            var failures: [String] = []
             try script(app) { name, status in
-                if status == 500 { failures += 1 }
+                if status == 500 { failures.append(name) }
                 try assertMemoryEqualsDisk(app, journal, clock: clock, "commit \(n) failing, after \(name)")
             }
-            XCTAssertEqual(failures, 1, "commit \(n) failing: exactly one request answered 500")
+            outcome(n, failures, journal.calls)
             journal.inner.close()
         }
     }

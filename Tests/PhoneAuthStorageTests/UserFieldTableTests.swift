@@ -117,6 +117,9 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         u.salt = "salt"
         u.passwordUpdatedAt = 1_700_000_000_999
         u.mfaInfo = [MFAEnrollment(mfaEnrollmentId: "e1", phoneInfo: "+15550004321", displayName: "work", enrolledAt: 1_700_000_000_000)]
+        u.providerUserInfo = [ProviderUserInfo(providerId: "google.com", rawId: "g-1", federatedId: "g-1", displayName: "G", email: "g@example.com")]
+        u.emailLinkSignin = true
+        u.screenName = "full_user"
         let t = UserFieldTable.standard
         // The journal keeps every field exactly.
         XCTAssertEqual(t.record(fromJournal: t.journalObject(u)), u)
@@ -124,12 +127,12 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         let wire = try XCTUnwrap(t.render(u).objectValue)
         XCTAssertEqual(wire.keys, ["localId", "email", "emailVerified", "displayName", "photoUrl", "phoneNumber", "disabled", "providerUserInfo",
                                    "customAttributes", "validSince", "lastLoginAt", "createdAt", "lastRefreshAt", "tenantId", "passwordHash", "salt",
-                                   "passwordUpdatedAt", "mfaInfo"])
+                                   "passwordUpdatedAt", "emailLinkSignin", "screenName", "mfaInfo"])
         XCTAssertEqual(wire["createdAt"], "1700000000123")
         XCTAssertEqual(wire["validSince"], "1700000000")
         XCTAssertEqual(wire["lastRefreshAt"], "2023-11-14T22:13:22.500Z")
         XCTAssertEqual(wire["passwordUpdatedAt"], .int(1_700_000_000_999))
-        XCTAssertEqual(wire["providerUserInfo"]?.arrayValue?.compactMap { $0["providerId"]?.stringValue }, ["phone", "password"])
+        XCTAssertEqual(wire["providerUserInfo"]?.arrayValue?.compactMap { $0["providerId"]?.stringValue }, ["phone", "password", "google.com"])
         XCTAssertEqual(wire["mfaInfo"]?.arrayValue?.first?["unobfuscatedPhoneInfo"], "+15550004321")
         let client = try XCTUnwrap(t.render(u, forClient: true).objectValue)
         XCTAssertEqual(client["passwordHash"], .string(UserFields.redactedPasswordHash))
@@ -154,7 +157,7 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         // Every field whose change is reported differs in one record only: the event diff names exactly it.
         for f in t.fields where f.event != nil {
             var other = u
-            f.assign(&other, f.name == "emailVerified" || f.name == "disabled" ? .bool(false) : f.name == "createdAt" ? .exactInt(Int64(1)) : nil)
+            f.assign(&other, ["emailVerified", "disabled", "emailLinkSignin"].contains(f.name) ? .bool(false) : f.name == "createdAt" ? .exactInt(Int64(1)) : nil)
             XCTAssertEqual(t.changedFields(from: u, to: other), [f.event!], f.name)
         }
     }
