@@ -38,6 +38,8 @@ public struct StoreState: Sendable {
     var users: [String: UserRecord]
     var phoneIndex: [String: String]
     var emailIndex: [String: String]
+    var federatedIndex: [String: String]
+    var providerEmailIndex: [String: [String]]
     var sessions: SessionTable
     var oob: OobTable
     /// The store's session sequence when it was taken (a store made again from it continues after its sessions).
@@ -51,6 +53,8 @@ public struct StoreState: Sendable {
         users = s.users
         phoneIndex = s.phoneIndex
         emailIndex = s.emailIndex
+        federatedIndex = s.federatedIndex
+        providerEmailIndex = s.providerEmailIndex
         sessions = s.sessions
         oob = s.oobCodes
         nextSequence = s.nextSequence

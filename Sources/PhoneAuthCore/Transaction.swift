@@ -821,6 +821,8 @@ extension StoreState {
         s.users = users
         s.phoneIndex = phoneIndex
         s.emailIndex = emailIndex
+        s.federatedIndex = federatedIndex
+        s.providerEmailIndex = providerEmailIndex
         s.sessions = sessions
         s.oobCodes = oob
         s.nextSequence = max(s.nextSequence, nextSequence)
