@@ -243,6 +243,35 @@ def test_a_verified_email_takes_over_an_unverified_password_account(emu):
     assert r.status_code == 400
 
 
+def email_link_user(emu, email):
+    """An email-link sign-in (which verifies the email), as the official emulator's tests make one."""
+    r = ok(emu.post(PROJECT + "/accounts:sendOobCode", {"requestType": "EMAIL_SIGNIN", "email": email, "returnOobLink": True},
+                    key=None, headers=OWNER))
+    return ok(emu.itk("signInWithEmailLink", {"email": email, "oobCode": r["oobCode"]}))
+
+
+def test_a_verified_email_keeps_the_password_of_a_verified_account(emu):
+    foo = password_user(emu, "foo@example.com", displayName="Foo")
+    email_link_user(emu, "foo@example.com")
+    body = google(emu, "keep-1", email="foo@example.com", email_verified=True, picture="http://localhost/foo.png")
+    assert body["localId"] == foo["localId"]
+    assert set(methods(emu, "foo@example.com")) == {"google.com", "password", "emailLink"}
+    user = lookup(emu, body["idToken"])
+    assert user["emailVerified"] is True and user["photoUrl"] == "http://localhost/foo.png"
+    assert "displayName" not in user, "the IdP left the name out: cleared"
+    assert ok(emu.itk("signInWithPassword", {"email": "foo@example.com", "password": "secret12"}))["localId"] == foo["localId"]
+
+
+def test_an_enrolled_email_link_user_is_linked_before_the_second_factor(emu):
+    alice = email_link_user(emu, "alice@example.com")
+    enroll(emu, alice["idToken"], PHONE)
+    body = ok(idp(emu, "google.com", fake_claims(sub="mfa-link", name="Foo", email="alice@example.com", email_verified=True)))
+    assert "idToken" not in body and "refreshToken" not in body
+    assert isinstance(body["mfaPendingCredential"], str) and len(body["mfaInfo"]) == 1
+    assert set(methods(emu, "alice@example.com")) == {"google.com", "emailLink"}
+    assert admin_user(emu, alice["localId"])["displayName"] == "Foo"
+
+
 def test_an_unverified_email_needs_confirmation(emu):
     fb = ok(idp(emu, "facebook.com", fake_claims(sub="fb-1", email="bar@example.com", name="Bar")))
     token = urllib.parse.quote(json.dumps(fake_claims(sub="g-bar", email="bar@example.com", email_verified=False)), safe="")
