@@ -351,6 +351,16 @@ def test_an_enrolled_google_user_owes_the_second_factor(emu):
     assert (after["lastLoginAt"], after.get("lastRefreshAt")) == (before["lastLoginAt"], before.get("lastRefreshAt"))
 
 
+def test_a_disabled_enrolled_user_is_refused_before_the_second_factor(emu):
+    """Production refuses a disabled account at the first factor (the official emulator hands out an MFA pending
+    credential first and refuses only at mfaSignIn:finalize)."""
+    user = google(emu, "mfa-dis", email="mfadis@example.com", email_verified=True)
+    enroll(emu, user["idToken"], PHONE)
+    assert admin_update(emu, localId=user["localId"], disableUser=True).status_code == 200
+    r = idp(emu, "google.com", fake_claims(sub="mfa-dis", email="mfadis@example.com", email_verified=True))
+    assert r.status_code == 400 and error_message(r) == "USER_DISABLED"
+
+
 def test_an_identity_already_linked_to_the_same_user(emu):
     user = google(emu, "self-g")
     r = idp(emu, "google.com", fake_claims(sub="self-g"), idToken=user["idToken"])
@@ -730,6 +740,8 @@ def test_email_recycled(emu):
     assert body["localId"] == first["localId"] and body["emailRecycled"] is True
     assert "emailRecycled" not in google(emu, "new-sub", email="recycled@example.com", email_verified=True)
     assert [(p["providerId"], p["rawId"]) for p in admin_user(emu, first["localId"])["providerUserInfo"]] == [("google.com", "new-sub")]
+    # The replaced identity is no one's any more (the official emulator keeps it pointing at the account).
+    assert google(emu, "old-sub")["localId"] != first["localId"]
 
 
 def test_email_verified_as_a_string(emu):

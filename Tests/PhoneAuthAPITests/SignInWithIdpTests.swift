@@ -8,13 +8,8 @@ import XCTest
 /// accounts:signInWithIdp pieces the interop tests (Tests/Interop/test_idp.py) reach only through the whole server:
 /// the credential parameters' merge, the nonce check, a SAML sign-in's `firebase.sign_in_attributes`, and
 /// batchCreate's `sanityCheck`.
-final class SignInWithIdpTests: XCTestCase, AppCalling {
-    static let owner = [("Authorization", "Bearer owner")]
-    var app: PhoneAuthApp!
-
-    override func setUp() {
-        app = makeTestApp(seed: 2525)
-    }
+final class SignInWithIdpTests: EmulatorAPITestCase {
+    override var seed: UInt64 { 2525 }
 
     func idp(_ postBody: String, requestUri: String = "http://localhost") -> (Int, JSON) {
         itk("signInWithIdp", JSON.object(["postBody": .string(postBody), "requestUri": .string(requestUri), "returnSecureToken": true]).serializedString)
@@ -92,7 +87,7 @@ final class SignInWithIdpTests: XCTestCase, AppCalling {
 
     func batchCreate(_ users: String, sanityCheck: Bool = true) -> (Int, JSON) {
         call("POST", "/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:batchCreate",
-             #"{"sanityCheck":\#(sanityCheck),"users":\#(users)}"#, headers: Self.owner)
+             #"{"sanityCheck":\#(sanityCheck),"users":\#(users)}"#, headers: Self.admin)
     }
 
     func testSanityCheckRefusesTheBatchForAnIdentityOrAnEmailGivenTwice() {
@@ -115,7 +110,7 @@ final class SignInWithIdpTests: XCTestCase, AppCalling {
     }
 
     func testSanityCheckAllowsARepeatedEmailWhereDuplicatesAreAllowed() {
-        XCTAssertEqual(call("PATCH", "/emulator/v1/projects/demo-phone/config", #"{"signIn":{"allowDuplicateEmails":true}}"#).0, 200)
+        XCTAssertEqual(call("PATCH", base + "/config", #"{"signIn":{"allowDuplicateEmails":true}}"#).0, 200)
         let r = batchCreate(#"[{"localId":"e1","email":"same@example.com"},{"localId":"e2","email":"same@example.com"}]"#)
         XCTAssertNotEqual(message(r)?.hasPrefix("DUPLICATE_EMAIL"), true, "\(r.1)")
     }

@@ -9,31 +9,16 @@
 // LINK_PHONE=<number> links that number instead of the fictional +16505554567 (a server that keeps its accounts between
 // runs); LINK_CODE_FROM_INBOX=1 reads its code from the inbox (an emulator without fictional numbers, or another number).
 // WIRE_OUT=<file> writes every exchange (method, path, request body, status, response body) to that file as JSON.
-const path = require('path');
 const crypto = require('crypto');
 const fs = require('fs');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
+const { initializeApp, auth, url, project, recordExchanges } = require('./sdk.cjs');
 
-const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
-const project = process.env.PROJECT_ID || 'demo-phone';
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 const FICTIONAL = '+16505554567';
 const LINK_PHONE = process.env.LINK_PHONE || FICTIONAL;
 const INBOX_PHONE = '+1555' + String(Math.floor(Math.random() * 1e7)).padStart(7, '0');
 
-const wire = [];
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (input, init = {}) => {
-  const u = new URL(typeof input === 'string' ? input : input.url);
-  const res = await realFetch(input, init);
-  const text = await res.clone().text();
-  wire.push({ method: init.method || 'GET', path: u.pathname, body: init.body || null, status: res.status, response: text });
-  return res;
-};
+const { wire, realFetch } = recordExchanges();
 
 const verifier = { type: 'recaptcha', verify: async () => 'fake-recaptcha-token', _reset() {} };
 const b64url = (s) => Buffer.from(s).toString('base64url');
