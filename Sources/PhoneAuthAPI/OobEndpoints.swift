@@ -107,6 +107,7 @@ enum SendOobCode {
 enum ResetPassword {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        try TenantGate.checkEnabled(app, key)
         if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.passwordLoginDisabled) }
         guard let oobCode = try call.string("oobCode"), !oobCode.isEmpty else { throw AuthError(.missingOobCode) }
         let code: OobCode

@@ -329,6 +329,17 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(send(), "EMAIL_NOT_FOUND", "a refused patch changes nothing")
     }
 
+    /// oob.spec: a tenant with auth disabled answers resetPassword PROJECT_DISABLED before anything else (it said
+    /// MISSING_OOB_CODE), then PASSWORD_LOGIN_DISABLED where passwords are off.
+    func testResetPasswordInADisabledTenant() throws {
+        let tenants = "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants"
+        let closed = try XCTUnwrap(call("POST", tenants, #"{"displayName":"closed","disableAuth":true}"#, headers: owner).1["tenantId"]?.stringValue)
+        let nopw = try XCTUnwrap(call("POST", tenants, #"{"displayName":"nopw","allowPasswordSignup":false}"#, headers: owner).1["tenantId"]?.stringValue)
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(closed)"}"#)), "PROJECT_DISABLED")
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(closed)","oobCode":"x","newPassword":"secret2"}"#)), "PROJECT_DISABLED")
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(nopw)"}"#)), "PASSWORD_LOGIN_DISABLED")
+    }
+
     func testInboxFilterDeleteAndReadsNeverCreateStores() throws {
         signUp("i1@example.com", "secret1")
         signUp("i2@example.com", "secret1")
