@@ -133,5 +133,6 @@ def test_js_sdk_email_flow(emu):
     out = json.loads(r.stdout)
     assert out["sameUser"] and out["email"] == email and out["emailVerified"] and not out["isAnonymous"]
     assert out["providerData"] == ["password"] and out["checkedOperation"] == "VERIFY_EMAIL"
-    assert out["methods"] == ["password"] and out["wrong"] == "auth/invalid-credential"
+    # Email enumeration protection is on (production's default): no methods are told, a wrong password is a bad credential.
+    assert out["methods"] == [] and out["wrong"] == "auth/invalid-credential"
     assert out["signInProvider"] == "password" and out["claims"]["email_verified"] is True
