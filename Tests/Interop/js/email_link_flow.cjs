@@ -10,12 +10,7 @@
 //        node email_link_flow.cjs --consume EMAIL LINK     (signInWithEmailLink with a link made elsewhere, e.g. firebase-admin)
 // Each step records what it saw (or the SDK error code) instead of stopping, so one run against the official emulator
 // and one against ours can be compared. Prints a JSON summary and exits 0; exits 1 only when the flow itself broke.
-const path = require('path');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const A = req('@firebase/auth/dist/browser-cjs/index.js');
+const { initializeApp, auth: A } = require('./sdk.cjs');
 
 const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
 const project = process.env.PROJECT_ID || 'demo-phone';
