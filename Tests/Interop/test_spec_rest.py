@@ -21,11 +21,13 @@ def test_cross_origin_preflight(spec):
     assert r.headers["access-control-allow-origin"] == "http://example.com"
     # Header names are case-insensitive (they come back lower-cased here).
     assert sorted(h.strip().lower() for h in r.headers["access-control-allow-headers"].split(",")) == ["x-client-version", "x-whatever-header"]
-    assert r.headers["access-control-allow-private-network"] == "true"
+    # Private Network Access (a public page reaching this loopback server) only for allowed origins (README).
+    assert "access-control-allow-private-network" not in r.headers
     r = spec.s.options(spec.url + SIGN_UP, headers={**headers, "Access-Control-Request-Headers": "Authorization,X-Client-Version"})
     assert r.status_code == 403
     r = spec.s.options(spec.url + SIGN_UP, headers={**headers, "Origin": "http://localhost:5173", "Access-Control-Request-Headers": "Authorization,X-Client-Version"})
     assert r.status_code in (200, 204) and r.headers["access-control-allow-origin"] == "http://localhost:5173"
+    assert r.headers["access-control-allow-private-network"] == "true"
 
 
 @pytest.mark.parametrize("path", ["/identitytoolkit.googleapis.com/v1/accounts:sendOobCode", f"{V3}/getOobConfirmationCode"])
