@@ -84,6 +84,16 @@ class Emulator:
         return self.proc.returncode
 
 
+def send_json(handler, status, obj):
+    """Answers a BaseHTTPRequestHandler request with `obj` as JSON (the stand-in blocking functions)."""
+    data = json.dumps(obj).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def error_message(resp):
     return resp.json()["error"]["message"]
 

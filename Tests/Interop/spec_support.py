@@ -11,7 +11,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import Emulator, claims_of  # noqa: F401  (re-exported for the spec files)
+from conftest import Emulator, claims_of, send_json  # noqa: F401  (re-exported for the spec files)
 
 PROJECT_ID = "example"
 TEST_PHONE_NUMBER = "+15555550100"
@@ -84,20 +84,21 @@ class Spec:
             assert "mfaPendingCredential" in j, j
         return j
 
-    def verification_codes(self, tenant_id=None):
-        path = f"/emulator/v1/projects/{PROJECT_ID}" + (f"/tenants/{tenant_id}" if tenant_id else "") + "/verificationCodes"
+    def inbox(self, name, tenant_id=None):
+        """An emulator inbox (`verificationCodes`, `oobCodes`) of the project or a tenant."""
+        path = f"/emulator/v1/projects/{PROJECT_ID}" + (f"/tenants/{tenant_id}" if tenant_id else "") + "/" + name
         r = self.s.get(self.url + path)
         assert r.status_code == 200, r.text
-        return r.json()["verificationCodes"]
+        return r.json()[name]
+
+    def verification_codes(self, tenant_id=None):
+        return self.inbox("verificationCodes", tenant_id)
 
     def code_for_session(self, session, tenant_id=None):
         return [c for c in self.verification_codes(tenant_id) if c["sessionInfo"] == session][0]["code"]
 
     def oobs(self, tenant_id=None):
-        path = f"/emulator/v1/projects/{PROJECT_ID}" + (f"/tenants/{tenant_id}" if tenant_id else "") + "/oobCodes"
-        r = self.s.get(self.url + path)
-        assert r.status_code == 200, r.text
-        return r.json()["oobCodes"]
+        return self.inbox("oobCodes", tenant_id)
 
     def sign_in_with_phone(self, phone, tenant_id=None):
         body = {"phoneNumber": phone, "recaptchaToken": "ignored"}
@@ -235,13 +236,7 @@ class BlockingFunction:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 outer.calls.append((self.path, claims_of(body["data"]["jwt"])))
-                status, obj = outer.answers.get(self.path, (200, {}))
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, *outer.answers.get(self.path, (200, {})))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -293,3 +288,95 @@ def sign_in_with_email_link(spec, addr, tenant_id=None):
     r = spec.itk("signInWithEmailLink", body)
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def has_error(resp, code):
+    """A 400 whose message contains `code` (the official specs' `.includes` checks)."""
+    status, message = err(resp)
+    return status == 400 and code in message
+
+
+@pytest.fixture
+def legacy(spec):
+    """Email enumeration protection off (the official emulator's default) for one test."""
+    spec.legacy_email_errors()
+    yield
+    spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
+
+
+def sign_in_methods(spec, addr):
+    """testing/helpers.ts getSigninMethods: createAuthUri's signinMethods (told with protection off)."""
+    spec.legacy_email_errors()
+    try:
+        r = spec.itk("createAuthUri", {"continueUri": "http://example.com/", "identifier": addr})
+        assert r.status_code == 200, r.text
+        return r.json().get("signinMethods", [])
+    finally:
+        spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
+
+
+def fake_idp(spec, sub, addr=None, provider="google.com"):
+    """testing/helpers.ts signInWithFakeClaims: signInWithIdp with the official emulator's fake id_token JSON."""
+    import urllib.parse
+    claims = {"iss": "example.com", "aud": "example.com", "exp": 1597974008, "iat": 1597970408, "sub": sub}
+    if addr:
+        claims["email"] = addr
+    r = spec.itk("signInWithIdp", {"postBody": f"providerId={provider}&id_token=" + urllib.parse.quote(json.dumps(claims)),
+                                   "requestUri": "http://localhost", "returnIdpCredential": True, "returnSecureToken": True})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# The blocking-function answers the official specs give (displayName, photoUrl, emailVerified, claims).
+MODIFIED = {"displayName": DISPLAY_NAME, "photoUrl": PHOTO_URL, "emailVerified": True, "customClaims": {"customAttribute": "custom"}}
+
+
+def answer_modified(fn, trigger, session=False):
+    mask = "displayName,photoUrl,emailVerified,customClaims" + (",sessionClaims" if session else "")
+    record = {"updateMask": mask, **MODIFIED}
+    if session:
+        record["sessionClaims"] = {"sessionAttribute": "session"}
+    fn.answer("/" + trigger, 200, {"userRecord": record})
+
+
+def answer_old_then_new(fn):
+    """beforeCreate sets old values, beforeSignIn the final ones (`beforeSignIn fields should overwrite beforeCreate`)."""
+    fn.configure("beforeCreate", "beforeSignIn")
+    fn.answer("/beforeCreate", 200, {"userRecord": {"updateMask": "displayName,photoUrl,emailVerified,customClaims",
+                                                    "displayName": "oldDisplayName", "photoUrl": "oldPhotoUrl", "emailVerified": False,
+                                                    "customClaims": {"customAttribute": "oldCustom"}}})
+    answer_modified(fn, "beforeSignIn", session=True)
+
+
+def expect_modified_claims(c, session=False):
+    assert c["name"] == DISPLAY_NAME and c["picture"] == PHOTO_URL and c["email_verified"] is True, c
+    assert c["customAttribute"] == "custom"
+    if session:
+        assert c["sessionAttribute"] == "session"
+
+
+def blocking_sign_up_cases(sign_in, expect):
+    """The four blocking-function cases signUp.spec.ts and phone.spec.ts share, for one sign-up flow: `sign_in(spec)`
+    makes the new user, `expect(resp, session=…)` checks the modified answer. Assign the result to four test_ names."""
+    def before_create_modifies(spec, blocking):
+        blocking.configure("beforeCreate")
+        answer_modified(blocking, "beforeCreate")
+        expect(sign_in(spec))
+        assert blocking.paths() == ["/beforeCreate"]
+
+    def before_sign_in_modifies(spec, blocking):
+        blocking.configure("beforeSignIn")
+        answer_modified(blocking, "beforeSignIn", session=True)
+        expect(sign_in(spec), session=True)
+
+    def before_sign_in_overwrites_before_create(spec, blocking):
+        answer_old_then_new(blocking)
+        expect(sign_in(spec), session=True)
+        assert blocking.paths() == ["/beforeCreate", "/beforeSignIn"]
+
+    def before_create_disables(spec, blocking):
+        blocking.configure("beforeCreate")
+        blocking.answer("/beforeCreate", 200, {"userRecord": {"updateMask": "disabled", "disabled": True}})
+        assert err(sign_in(spec)) == (400, "USER_DISABLED")
+
+    return before_create_modifies, before_sign_in_modifies, before_sign_in_overwrites_before_create, before_create_disables

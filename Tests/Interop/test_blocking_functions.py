@@ -14,7 +14,7 @@ import jwt
 import pytest
 import requests
 
-from conftest import FICTIONAL, claims_of, error_message
+from conftest import FICTIONAL, claims_of, error_message, send_json
 
 OWNER = {"Authorization": "Bearer owner"}
 HANG = threading.Event()
@@ -50,12 +50,7 @@ class Function(BaseHTTPRequestHandler):
             self.answer(200, {})
 
     def answer(self, status, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, obj)
 
 
 @pytest.fixture

@@ -1,12 +1,9 @@
 """firebase-tools createAuthUri.spec.ts (accounts:createAuthUri), as raw HTTP against the release binary. The legacy
 cases (what an email has) run with email enumeration protection off, the official emulator's default; production
 turns it on for new projects, and so do we."""
-import json
-import urllib.parse
-
 import pytest
 
-from spec_support import err, sign_in_with_email_link, spec  # noqa: F401
+from spec_support import err, fake_idp, legacy, spec  # noqa: F401
 
 URI = "http://example.com/"
 
@@ -16,12 +13,6 @@ def clean(spec):
     spec.reset()
 
 
-@pytest.fixture
-def legacy(spec):
-    spec.legacy_email_errors()
-    yield
-    spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
-    spec.emulator_config({"signIn": {"allowDuplicateEmails": False}})
 
 
 def auth_uri(spec, identifier, **extra):
@@ -64,16 +55,9 @@ def test_email_case_is_ignored(spec, legacy):
     assert auth_uri(spec, "AlIcE@exAMPle.COM").json()["registered"] is True
 
 
-def fake_google(spec, sub, addr):
-    claims = {"iss": "example.com", "aud": "example.com", "exp": 1597974008, "iat": 1597970408, "sub": sub, "email": addr}
-    r = spec.itk("signInWithIdp", {"postBody": "providerId=google.com&id_token=" + urllib.parse.quote(json.dumps(claims)),
-                                   "requestUri": "http://localhost", "returnIdpCredential": True, "returnSecureToken": True})
-    assert r.status_code == 200, r.text
-    return r.json()
-
 
 def linked_user(spec):
-    id_token = fake_google(spec, "12345", "alice@example.com")["idToken"]
+    id_token = fake_idp(spec, "12345", "alice@example.com")["idToken"]
     r = spec.itk("sendOobCode", {"email": "bob@example.com", "requestType": "EMAIL_SIGNIN", "returnOobLink": True}, owner=True)
     assert r.status_code == 200, r.text
     r = spec.itk("signInWithEmailLink", {"email": "bob@example.com", "oobCode": r.json()["oobCode"], "idToken": id_token})

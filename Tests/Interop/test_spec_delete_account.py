@@ -1,11 +1,8 @@
 """firebase-tools deleteAccount.spec.ts (accounts:delete), as raw HTTP against the release binary; the federated case
 signs in through the official emulator's fake IdP credential (an id_token JSON)."""
-import json
-import urllib.parse
-
 import pytest
 
-from spec_support import err, spec  # noqa: F401
+from spec_support import err, fake_idp, has_error, spec  # noqa: F401
 
 USER = {"email": "alice@example.com", "password": "notasecret"}
 
@@ -26,13 +23,6 @@ def test_local_id_without_oauth(spec):
     local_id = spec.register_user(**USER)["localId"]
     assert err(spec.itk("delete", {"localId": local_id})) == (400, "MISSING_ID_TOKEN")
 
-
-def fake_idp(spec, sub, addr):
-    claims = {"iss": "example.com", "aud": "example.com", "exp": 1597974008, "iat": 1597970408, "sub": sub, "email": addr}
-    post_body = "providerId=google.com&id_token=" + urllib.parse.quote(json.dumps(claims))
-    r = spec.itk("signInWithIdp", {"postBody": post_body, "requestUri": "http://localhost", "returnIdpCredential": True, "returnSecureToken": True})
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def test_removes_federated_accounts(spec):
@@ -57,5 +47,4 @@ def test_admin_without_local_id(spec):
 
 def test_auth_disabled_tenant(spec):
     tenant = spec.register_tenant(disableAuth=True)
-    status, message = err(spec.itk("delete", {"tenantId": tenant["tenantId"]}))
-    assert status == 400 and "PROJECT_DISABLED" in message
+    assert has_error(spec.itk("delete", {"tenantId": tenant["tenantId"]}), "PROJECT_DISABLED")

@@ -2,8 +2,8 @@
 release binary."""
 import pytest
 
-from spec_support import (DISPLAY_NAME, ITK2, PHOTO_URL, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, TEST_PHONE_NUMBER_OBFUSCATED,
-                          blocking, decode, err, sign_in_with_email_link, spec)  # noqa: F401
+from spec_support import (ITK2, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, TEST_PHONE_NUMBER_OBFUSCATED, answer_modified, blocking, decode,  # noqa: F401
+                          err, expect_modified_claims, has_error, sign_in_with_email_link, spec)
 
 
 @pytest.fixture(autouse=True)
@@ -40,14 +40,12 @@ def test_phone_enrollment_for_existing_account(spec):
 
 def test_missing_phone_enrollment_info(spec):
     id_token = sign_in_with_email_link(spec, "foo@example.com")["idToken"]
-    status, message = err(v2(spec, "mfaEnrollment:start", {"idToken": id_token}))
-    assert status == 400 and "INVALID_ARGUMENT" in message
+    assert has_error(v2(spec, "mfaEnrollment:start", {"idToken": id_token}), "INVALID_ARGUMENT")
 
 
 def test_invalid_phone_number(spec):
     id_token = sign_in_with_email_link(spec, "foo@example.com")["idToken"]
-    status, message = err(v2(spec, "mfaEnrollment:start", {"idToken": id_token, "phoneEnrollmentInfo": {"phoneNumber": "notaphonenumber"}}))
-    assert status == 400 and "INVALID_PHONE_NUMBER" in message
+    assert has_error(v2(spec, "mfaEnrollment:start", {"idToken": id_token, "phoneEnrollmentInfo": {"phoneNumber": "notaphonenumber"}}), "INVALID_PHONE_NUMBER")
 
 
 def test_duplicate_phone_number(spec):
@@ -79,8 +77,7 @@ def test_auth_disabled(spec, op):
 @pytest.mark.parametrize("mfa", [{"state": "DISABLED"}, {"state": "ENABLED", "enabledProviders": ["PROVIDER_UNSPECIFIED"]}])
 def test_sms_mfa_not_enabled(spec, op, mfa):
     tenant = spec.register_tenant(disableAuth=False, mfaConfig=mfa)
-    status, message = err(v2(spec, op, {"tenantId": tenant["tenantId"]}))
-    assert status == 400 and "OPERATION_NOT_ALLOWED" in message
+    assert has_error(v2(spec, op, {"tenantId": tenant["tenantId"]}), "OPERATION_NOT_ALLOWED")
 
 
 def mfa_user(spec, addr="foo@example.com", password="abcdef"):
@@ -149,16 +146,12 @@ def test_before_sign_in_at_second_factor(spec, blocking):
     advance(spec, 3333)
     pending, enrollment, session, code = start_second_factor(spec)
     blocking.configure("beforeSignIn")
-    blocking.answer("/beforeSignIn", 200, {"userRecord": {
-        "updateMask": "displayName,photoUrl,emailVerified,customClaims,sessionClaims", "displayName": DISPLAY_NAME,
-        "photoUrl": PHOTO_URL, "emailVerified": True, "customClaims": {"customAttribute": "custom"},
-        "sessionClaims": {"sessionAttribute": "session"}}})
+    answer_modified(blocking, "beforeSignIn", session=True)
     r = v2(spec, "mfaSignIn:finalize", {"mfaPendingCredential": pending, "phoneVerificationInfo": {"sessionInfo": session, "code": code}})
     assert r.status_code == 200, r.text
     c = decode(r.json()["idToken"])
     assert c["firebase"]["sign_in_second_factor"] == "phone" and c["firebase"]["second_factor_identifier"] == enrollment
-    assert c["name"] == DISPLAY_NAME and c["picture"] == PHOTO_URL and c["email_verified"] is True
-    assert c["customAttribute"] == "custom" and c["sessionAttribute"] == "session"
+    expect_modified_claims(c, session=True)
 
 
 def test_before_sign_in_disables_at_second_factor(spec, blocking):

@@ -4,7 +4,7 @@ Email enumeration protection: production turns `emailPrivacyConfig.enableImprove
 so do we; the official emulator has it off. The legacy-code cases switch it off first (`legacy` fixture)."""
 import pytest
 
-from spec_support import DISPLAY_NAME, PHOTO_URL, TEST_MFA_INFO, blocking, decode, err, spec  # noqa: F401
+from spec_support import TEST_MFA_INFO, answer_modified, blocking, decode, err, expect_modified_claims, has_error, legacy, spec  # noqa: F401
 
 USER = {"email": "alice@example.com", "password": "notasecret"}
 
@@ -14,11 +14,6 @@ def clean(spec):
     spec.reset()
 
 
-@pytest.fixture
-def legacy(spec):
-    spec.legacy_email_errors()
-    yield
-    spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
 
 
 def sign_in(spec, body):
@@ -132,14 +127,12 @@ def test_pending_credential_for_mfa_user(spec):
 
 def test_auth_disabled_tenant(spec):
     tenant = spec.register_tenant(disableAuth=True)
-    status, message = err(sign_in(spec, {"tenantId": tenant["tenantId"]}))
-    assert status == 400 and "PROJECT_DISABLED" in message
+    assert has_error(sign_in(spec, {"tenantId": tenant["tenantId"]}), "PROJECT_DISABLED")
 
 
 def test_password_sign_in_disabled_in_tenant(spec):
     tenant = spec.register_tenant(disableAuth=False, allowPasswordSignup=False)
-    status, message = err(sign_in(spec, {"tenantId": tenant["tenantId"]}))
-    assert status == 400 and "PASSWORD_LOGIN_DISABLED" in message
+    assert has_error(sign_in(spec, {"tenantId": tenant["tenantId"]}), "PASSWORD_LOGIN_DISABLED")
 
 
 def test_pending_credential_for_mfa_user_in_tenant(spec):
@@ -158,16 +151,11 @@ def test_pending_credential_for_mfa_user_in_tenant(spec):
 def test_before_sign_in_modifies_fields(spec, blocking):
     local_id = spec.register_user(**USER)["localId"]
     blocking.configure("beforeSignIn")
-    blocking.answer("/beforeSignIn", 200, {"userRecord": {
-        "updateMask": "displayName,photoUrl,emailVerified,customClaims,sessionClaims", "displayName": DISPLAY_NAME,
-        "photoUrl": PHOTO_URL, "emailVerified": True, "customClaims": {"customAttribute": "custom"},
-        "sessionClaims": {"sessionAttribute": "session"}}})
+    answer_modified(blocking, "beforeSignIn", session=True)
     r = sign_in(spec, USER)
     assert r.status_code == 200, r.text
     assert r.json()["localId"] == local_id and r.json()["email"] == USER["email"] and r.json()["registered"] is True
-    c = decode(r.json()["idToken"])
-    assert c["name"] == DISPLAY_NAME and c["picture"] == PHOTO_URL and c["email_verified"] is True
-    assert c["customAttribute"] == "custom" and c["sessionAttribute"] == "session"
+    expect_modified_claims(decode(r.json()["idToken"]), session=True)
 
 
 def test_before_sign_in_disables_user(spec, blocking):

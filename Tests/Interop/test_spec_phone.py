@@ -2,8 +2,8 @@
 tenants here (README differences), where the official emulator answers UNSUPPORTED_TENANT_OPERATION."""
 import pytest
 
-from spec_support import (DISPLAY_NAME, PHOTO_URL, TEST_MFA_INFO, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, blocking, decode,  # noqa: F401
-                          err, spec)
+from spec_support import (TEST_MFA_INFO, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, blocking, blocking_sign_up_cases, decode,  # noqa: F401
+                          err, expect_modified_claims, spec)
 
 
 @pytest.fixture(autouse=True)
@@ -136,17 +136,10 @@ def test_temporary_proof_for_a_number_of_another_account(spec):
     assert err(again) == (400, "PHONE_NUMBER_EXISTS")
 
 
-FIELDS = {"displayName": DISPLAY_NAME, "photoUrl": PHOTO_URL, "emailVerified": True, "customClaims": {"customAttribute": "custom"}}
-
-
-def expect_modified(r, new=True, session=False):
+def expect_modified(r, session=False):
     assert r.status_code == 200, r.text
-    assert r.json()["isNewUser"] is new and r.json()["phoneNumber"] == TEST_PHONE_NUMBER and isinstance(r.json()["refreshToken"], str)
-    c = decode(r.json()["idToken"])
-    assert c["name"] == DISPLAY_NAME and c["picture"] == PHOTO_URL and c["email_verified"] is True, c
-    assert c["customAttribute"] == "custom"
-    if session:
-        assert c["sessionAttribute"] == "session"
+    assert r.json()["isNewUser"] is True and r.json()["phoneNumber"] == TEST_PHONE_NUMBER and isinstance(r.json()["refreshToken"], str)
+    expect_modified_claims(decode(r.json()["idToken"]), session)
 
 
 def phone_sign_in(spec):
@@ -154,31 +147,5 @@ def phone_sign_in(spec):
     return verify(spec, {"sessionInfo": session, "code": code})
 
 
-def test_before_create_modifies_new_user(spec, blocking):
-    blocking.configure("beforeCreate")
-    blocking.answer("/beforeCreate", 200, {"userRecord": {"updateMask": "displayName,photoUrl,emailVerified,customClaims", **FIELDS}})
-    expect_modified(phone_sign_in(spec))
-
-
-def test_before_sign_in_modifies_user(spec, blocking):
-    blocking.configure("beforeSignIn")
-    blocking.answer("/beforeSignIn", 200, {"userRecord": {"updateMask": "displayName,photoUrl,emailVerified,customClaims,sessionClaims",
-                                                          **FIELDS, "sessionClaims": {"sessionAttribute": "session"}}})
-    expect_modified(phone_sign_in(spec), session=True)
-
-
-def test_before_sign_in_overwrites_before_create(spec, blocking):
-    blocking.configure("beforeCreate", "beforeSignIn")
-    blocking.answer("/beforeCreate", 200, {"userRecord": {"updateMask": "displayName,photoUrl,emailVerified,customClaims",
-                                                          "displayName": "oldDisplayName", "photoUrl": "oldPhotoUrl", "emailVerified": False,
-                                                          "customClaims": {"customAttribute": "oldCustom"}}})
-    blocking.answer("/beforeSignIn", 200, {"userRecord": {"updateMask": "displayName,photoUrl,emailVerified,customClaims,sessionClaims",
-                                                          **FIELDS, "sessionClaims": {"sessionAttribute": "session"}}})
-    expect_modified(phone_sign_in(spec), session=True)
-    assert blocking.paths() == ["/beforeCreate", "/beforeSignIn"]
-
-
-def test_before_create_disables_user(spec, blocking):
-    blocking.configure("beforeCreate")
-    blocking.answer("/beforeCreate", 200, {"userRecord": {"updateMask": "disabled", "disabled": True}})
-    assert err(phone_sign_in(spec)) == (400, "USER_DISABLED")
+(test_before_create_modifies_new_user, test_before_sign_in_modifies_user, test_before_sign_in_overwrites_before_create,
+ test_before_create_disables_user) = blocking_sign_up_cases(phone_sign_in, expect_modified)

@@ -2,12 +2,11 @@
 change read by localId where the official spec reuses an ID token the change revoked here (production revokes older
 tokens when the email or password changes)."""
 import json
-import urllib.parse
 
 import pytest
 
 from spec_support import (TEST_INVALID_PHONE_NUMBER, TEST_MFA_INFO, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, TEST_PHONE_NUMBER_3,
-                          decode, err, sign_in_with_email_link, spec)  # noqa: F401
+                          decode, err, fake_idp, legacy, sign_in_methods, sign_in_with_email_link, spec)  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -16,11 +15,6 @@ def clean(spec):
     spec.s.delete(f"{spec.url}/emulator/v1/projects/example/oobCodes")
 
 
-@pytest.fixture
-def legacy(spec):
-    spec.legacy_email_errors()
-    yield
-    spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
 
 
 def update(spec, body, owner=False):
@@ -31,13 +25,6 @@ def ok(r):
     assert r.status_code == 200, r.text
     return r.json()
 
-
-def methods(spec, addr):
-    spec.legacy_email_errors()
-    try:
-        return ok(spec.itk("createAuthUri", {"continueUri": "http://example.com/", "identifier": addr})).get("signinMethods", [])
-    finally:
-        spec.update_config({"emailPrivacyConfig": {"enableImprovedEmailPrivacy": True}}, "emailPrivacyConfig")
 
 
 def test_display_name_and_photo(spec):
@@ -66,7 +53,7 @@ def test_password_provider_for_anonymous_user(spec):
     c = decode(j["idToken"])
     assert c["user_id"] == anon["localId"] and c["firebase"]["sign_in_provider"] == "password" and isinstance(j["refreshToken"], str)
     assert spec.sign_in_with_password("alice@example.com", "notasecreteither")["localId"] == anon["localId"]
-    assert methods(spec, "alice@example.com") == ["password"]
+    assert sign_in_methods(spec, "alice@example.com") == ["password"]
 
 
 def test_email_without_password_for_anonymous_user(spec):
@@ -74,7 +61,7 @@ def test_email_without_password_for_anonymous_user(spec):
     j = ok(update(spec, {"idToken": anon["idToken"], "email": "alice@example.com"}))
     c = decode(j["idToken"])
     assert c["user_id"] == anon["localId"] and c["firebase"]["sign_in_provider"] == "anonymous"
-    assert "password" not in methods(spec, "alice@example.com")
+    assert "password" not in sign_in_methods(spec, "alice@example.com")
 
 
 @pytest.mark.xfail(strict=True, reason="left: accounts:update of an email sends no RECOVER_EMAIL code and keeps no initialEmail yet")
@@ -328,11 +315,6 @@ def test_valid_since_and_password_revoke_tokens(spec):
     spec.account_by_id_token(spec.sign_in_with_password("alice@example.com", "notasecreteither")["idToken"])
 
 
-def fake_google(spec, sub, addr):
-    claims = {"iss": "example.com", "aud": "example.com", "exp": 1597974008, "iat": 1597970408, "sub": sub, "email": addr}
-    return ok(spec.itk("signInWithIdp", {"postBody": "providerId=google.com&id_token=" + urllib.parse.quote(json.dumps(claims)),
-                                         "requestUri": "http://localhost", "returnIdpCredential": True, "returnSecureToken": True}))
-
 
 @pytest.mark.parametrize("provider", ["password", "phone", "google.com"])
 def test_deletes_provider(spec, provider):
@@ -341,11 +323,11 @@ def test_deletes_provider(spec, provider):
     elif provider == "phone":
         user = spec.sign_in_with_phone(TEST_PHONE_NUMBER)
     else:
-        user = {**fake_google(spec, "12345", "bob@example.com"), "email": "bob@example.com"}
+        user = {**fake_idp(spec, "12345", "bob@example.com"), "email": "bob@example.com"}
     j = ok(update(spec, {"idToken": user["idToken"], "deleteProvider": [provider]}))
     assert provider not in [p["providerId"] for p in j.get("providerUserInfo", [])]
     if user.get("email"):
-        m = methods(spec, user["email"])
+        m = sign_in_methods(spec, user["email"])
         assert provider not in m and "emailLink" not in m
 
 
