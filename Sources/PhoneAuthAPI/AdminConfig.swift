@@ -3,7 +3,7 @@ import PhoneAuthCore
 
 /// `GET/PATCH /identitytoolkit.googleapis.com/v2/projects/{p}/config` (admin), production's Config resource.
 /// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`), `smsRegionConfig`, `mfa`, `blockingFunctions` and
-/// `emailPrivacyConfig` (email enumeration protection, what the official emulator's specs set here); other fields are stored
+/// `emailPrivacyConfig` (`enableImprovedEmailPrivacy`, true for a new project as production's); other fields are stored
 /// and returned as given. PATCH honours `?updateMask=` (comma-separated paths; a masked path absent from the body
 /// is cleared); without a mask, the body's fields are merged.
 enum AdminConfig {
@@ -69,7 +69,7 @@ enum AdminConfig {
             updated.mfa = .disabled  // a masked `mfa` absent from the body is cleared
             if let v = doc["mfa"], v != .null { try updated.mfa.apply(v, path: "mfa") }
             updated.enableImprovedEmailPrivacy = false  // masked and absent from the body: the field's default
-            if let v = doc["emailPrivacyConfig"], v != .null { try updated.apply(.object(["emailPrivacyConfig": v])) }
+            if let v = doc["emailPrivacyConfig"], v != .null { try updated.applyEmailPrivacy(v, path: "emailPrivacyConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
