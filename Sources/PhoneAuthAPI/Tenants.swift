@@ -20,6 +20,7 @@ enum Tenants {
         o["enableAnonymousUser"] = .bool(t.enableAnonymousUser)
         o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
         o["mfaConfig"] = config.mfa.json
+        if config.recaptcha != RecaptchaSettings() { o["recaptchaConfig"] = config.recaptcha.json }
         if !config.blockingFunctions.isEmpty { o["blockingFunctions"] = config.blockingFunctions.json }
         return o
     }
@@ -43,12 +44,12 @@ enum Tenants {
                 doc.setValue(body.value(atPath: path), atPath: path)
             }
         } else {
-            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers"])
+            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "tollFraudScores"])
         }
         var t = TenantSettings()
         var extra = doc
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
-                  "mfaConfig", "blockingFunctions"] {
+                  "mfaConfig", "blockingFunctions", "recaptchaConfig"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -73,6 +74,8 @@ enum Tenants {
             if let v = doc["testPhoneNumbers"] { config.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers") }
             config.mfa = .disabled  // a masked `mfaConfig` absent from the body is cleared
             if let v = doc["mfaConfig"], v != .null { try config.mfa.apply(v, path: "mfaConfig") }
+            config.recaptcha = RecaptchaSettings()
+            if let v = doc["recaptchaConfig"], v != .null { try config.recaptcha.apply(v, path: "recaptchaConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }
