@@ -51,7 +51,8 @@ public enum EventPayload: Sendable, Equatable {
     case limitHit(limit: AuthError.Code, phoneNumber: String?, ip: String?)
     case appVerificationFailed(reason: AuthError.Code, phoneNumber: String?)
     /// reCAPTCHA SMS defense assessed a send: `verdict` `ALLOWED`, `BLOCKED` (ENFORCE) or `WOULD_BLOCK` (AUDIT).
-    case recaptchaAssessed(phoneNumber: String, action: String, state: String, verdict: String, reason: String, botScore: Double?,
+    /// (Boxed: the event stays as small as the others.)
+    indirect case recaptchaAssessed(phoneNumber: String, action: String, state: String, verdict: String, reason: String, botScore: Double?,
                            tollFraudScore: Double?)
     /// The carrier's treatment of an SMS (`phoneAuth.delivery`): `DELAYED` (arrives at `deliverAt`), `LOST`, `REJECTED`.
     case smsDelivery(phoneNumber: String, outcome: String, deliverAt: Int64?)
