@@ -61,7 +61,9 @@ async function inboxCode(sessionInfo) {
   const app = initializeApp({ apiKey: 'fake-api-key', projectId: project }, 'defense-' + Date.now());
   const a = auth.initializeAuth(app, { persistence: auth.inMemoryPersistence });
   auth.connectAuthEmulator(a, url, { disableWarnings: true });
-  if (mode === 'mock') a.settings.appVerificationDisabledForTesting = true;
+  // connectAuthEmulator turns the mock on; the enterprise mode turns it off again, so the SDK runs its real
+  // reCAPTCHA Enterprise path (with the stand-in script above).
+  a.settings.appVerificationDisabledForTesting = mode === 'mock';
   if (process.env.LOCALE) a.languageCode = process.env.LOCALE;
   const verifier = { type: 'recaptcha', verify: async () => 'fake-recaptcha-token', _reset() {} };
   const out = { ok: false, error: null, sends, actions, siteKeys, configQueries, message: null, uid: null };
