@@ -383,36 +383,57 @@ public enum SMSText {
 /// `Emulator.deliverDueSMS` publishes (the `code.sent` event, the inbox long-polls) once the emulator clock reaches them.
 /// Bounded: past `capacity` the soonest entry goes without its event (its code still shows in the inbox when due).
 /// `isEmpty` is one atomic load, what a clock advance pays while no SMS is late.
+/// One timer is armed at a time, for the soonest entry (a later one re-arms for the next), so however many late SMS
+/// wait, they hold no more than a timer or two.
 final class LateDeliveries: Sendable {
     static let capacity = 10_000
-    private let entries = Locked<[(at: Int64, key: StoreKey, session: VerificationSession)]>([])
+    private struct State {
+        var entries: [(at: Int64, key: StoreKey, session: VerificationSession)] = []
+        /// The due time the armed timer is for (nil: none armed), and its generation (a timer armed since replaces
+        /// it: the older one then stops when it fires).
+        var armedFor: Int64?
+        var generation: UInt64 = 0
+    }
+    private let state = Locked(State())
     private let count = Atomic<Int>(0)
 
     var isEmpty: Bool { count.load(ordering: .relaxed) == 0 }
 
-    func add(_ at: Int64, _ key: StoreKey, _ session: VerificationSession) {
-        entries.withLock { e in
-            let i = e.firstIndex { $0.at > at } ?? e.endIndex
-            e.insert((at, key, session), at: i)
-            if e.count > Self.capacity { e.removeFirst() }
-            count.store(e.count, ordering: .relaxed)
+    /// Adds an entry; the generation of the timer to arm for `at` when one must be (none is armed for an earlier time).
+    func add(_ at: Int64, _ key: StoreKey, _ session: VerificationSession) -> UInt64? {
+        state.withLock { s in
+            let i = s.entries.firstIndex { $0.at > at } ?? s.entries.endIndex
+            s.entries.insert((at, key, session), at: i)
+            if s.entries.count > Self.capacity { s.entries.removeFirst() }
+            count.store(s.entries.count, ordering: .relaxed)
+            guard s.armedFor.map({ at < $0 }) ?? true else { return nil }
+            s.armedFor = at
+            s.generation &+= 1
+            return s.generation
         }
     }
 
     /// Takes the entries due by `now`.
     func takeDue(_ now: Int64) -> [(key: StoreKey, session: VerificationSession)] {
-        entries.withLock { e in
-            let n = e.firstIndex { $0.at > now } ?? e.endIndex
-            let due = e[..<n].map { ($0.key, $0.session) }
-            e.removeFirst(n)
-            count.store(e.count, ordering: .relaxed)
+        state.withLock { s in
+            let n = s.entries.firstIndex { $0.at > now } ?? s.entries.endIndex
+            let due = s.entries[..<n].map { ($0.key, $0.session) }
+            s.entries.removeFirst(n)
+            count.store(s.entries.count, ordering: .relaxed)
             return due
         }
     }
 
-    func removeAll() {
-        entries.withLock { $0.removeAll() }
-        count.store(0, ordering: .relaxed)
+    /// The timer of `generation` fired: the due time and generation of the next one (the soonest entry left), if any
+    /// and if that timer is still the current one.
+    func rearm(_ generation: UInt64) -> (at: Int64, generation: UInt64)? {
+        state.withLock { s in
+            guard s.generation == generation else { return nil }
+            s.armedFor = s.entries.first?.at
+            guard let at = s.armedFor else { return nil }
+            s.generation &+= 1
+            return (at, s.generation)
+        }
     }
 }
 
@@ -456,10 +477,14 @@ extension Emulator {
 
     /// After the commit of a late SMS's session: remembered until due, with a timer for the system clock's time.
     func scheduleLate(_ key: StoreKey, _ session: VerificationSession, at: Int64) {
-        lateSMS.add(at, key, session)
+        if let generation = lateSMS.add(at, key, session) { armLateTimer(at, generation) }
+    }
+
+    private func armLateTimer(_ at: Int64, _ generation: UInt64) {
         let delayMillis = max(0, at - clock.nowMillis())
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(min(delayMillis, Int64(Int32.max))) + 5)) { [self] in
             deliverDueSMS()
+            if let next = lateSMS.rearm(generation) { armLateTimer(next.at, next.generation) }
         }
     }
 }

@@ -1,6 +1,6 @@
 import EmulatorSupport
 @testable import PhoneAuthAPI
-import PhoneAuthCore
+@testable import PhoneAuthCore
 import PhoneAuthTestSupport
 import XCTest
 
@@ -236,6 +236,25 @@ final class SMSDefenseTests: EmulatorAPITestCase {
         XCTAssertTrue(try events("code.sent").isEmpty)
         guard case .smsDelivery(_, let outcome, _)? = try events("sms.delivery").first else { return XCTFail() }
         XCTAssertEqual(outcome, "LOST")
+    }
+
+    /// Late SMS hold one timer: a later due time arms none, an earlier one replaces the armed timer (the replaced one
+    /// stops when it fires), and a fired timer re-arms for the soonest left.
+    func testLateDeliveriesArmOneTimerAtATime() {
+        let late = LateDeliveries()
+        let s = VerificationSession(id: SessionID(bytes: Array(0..<16)), phoneNumber: real, code: "1", createdAt: 0, expiresAt: nil, attemptsLeft: nil,
+                                    fictional: false, kind: .signIn, appSignatureHash: nil, sequence: 0)
+        let key = StoreKey(projectId: "demo-phone")
+        let first = late.add(100, key, s)
+        XCTAssertNotNil(first)
+        XCTAssertNil(late.add(200, key, s))
+        let second = late.add(50, key, s)
+        XCTAssertNotNil(second)
+        XCTAssertNil(late.rearm(first!), "the replaced timer stops")
+        XCTAssertEqual(late.takeDue(60).count, 1)
+        XCTAssertEqual(late.rearm(second!)?.at, 100)
+        XCTAssertEqual(late.takeDue(1000).count, 2)
+        XCTAssertTrue(late.isEmpty)
     }
 
     func testACarrierRejectionIsProductionsError39() {
