@@ -101,7 +101,10 @@ enum MFAEndpoints {
     /// `{idToken, phoneEnrollmentInfo: {phoneNumber, recaptchaToken?, …}, tenantId?}` → `{phoneSessionInfo: {sessionInfo}}`.
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let (key, identity) = try signedIn(app, call)
-        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: try call.object("phoneEnrollmentInfo")))
+        let info = try call.object("phoneEnrollmentInfo")
+        var credentials = Call.appCredentials(info)
+        credentials.locale = call.smsLocale
+        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: info, credentials: credentials))
     }
 
     /// `mfaEnrollment:start`'s send: beforeSendSms is told the number as given (an invalid one is refused first) and
@@ -109,20 +112,9 @@ enum MFAEndpoints {
     struct EnrollmentCode: SMSSend {
         let identity: TokenIdentity
         let info: JSONObject?
-        var override: RecaptchaOverride? = nil
+        var credentials: AppCredentials
 
         var kind: VerificationSession.Kind { .mfaEnrollment }
-        func credentials(_ call: Call) -> AppCredentials {
-            var c = Call.appCredentials(info)
-            c.locale = call.smsLocale
-            c.recaptchaActionOverride = override
-            return c
-        }
-        func withOverride(_ o: RecaptchaOverride?) -> Self {
-            var s = self
-            s.override = o
-            return s
-        }
 
         func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let phone = try PhoneNumber(parsing: info?["phoneNumber"]?.stringValue).e164
@@ -132,7 +124,7 @@ enum MFAEndpoints {
         func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
             let sessionInfo = try app.emulator.startMFAEnrollment(
                 key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
-                clientIP: call.request.remoteAddress, credentials: credentials(call))
+                clientIP: call.request.remoteAddress, credentials: credentials)
             return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
         }
     }
@@ -184,12 +176,6 @@ enum MFAEndpoints {
         let mfaEnrollmentId: String?
         var credentials: AppCredentials
         var kind: VerificationSession.Kind { .mfaSignIn }
-        func credentials(_ call: Call) -> AppCredentials { credentials }
-        func withOverride(_ o: RecaptchaOverride?) -> Self {
-            var s = self
-            s.credentials.recaptchaActionOverride = o
-            return s
-        }
         /// The reply's shape: `mfaSignIn:start`'s, or `sendVerificationCode`'s.
         let shape: Shape
         enum Shape { case mfaSignInStart, sendVerificationCode }

@@ -42,12 +42,6 @@ enum SendVerificationCode {
         let autoRetrievalHash: String?
         var credentials = AppCredentials()
         var kind: VerificationSession.Kind { .signIn }
-        func credentials(_ call: Call) -> AppCredentials { credentials }
-        func withOverride(_ o: RecaptchaOverride?) -> Self {
-            var s = self
-            s.credentials.recaptchaActionOverride = o
-            return s
-        }
 
         func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let e164 = try PhoneNumber(parsing: phone).e164
