@@ -13,6 +13,8 @@ struct Call: Sendable {
     var projectId: String
     /// `/tenants/{t}/` from the path, if any.
     let pathTenant: String?
+    /// The path's `{app}` (App Check), unchecked.
+    var pathApp: String?
     /// Came by a legacy v3 path (`Route.legacy`): replies carry `kind`.
     let legacy: Bool
     /// Admits the tenants this call names (validity, caps, `tenants.createOnFirstUse`).

@@ -46,6 +46,9 @@ struct ErrorWire: Sendable, Equatable {
             self.init(http: 401, reason: "required", message: "Request is missing required authentication credential. \(Self.credentialHelp)")
         case .invalidCredential:
             self.init(http: 401, reason: "authError", message: "Request had invalid authentication credentials. \(Self.credentialHelp)")
+        // Production's answer when App Check refuses a call (the front end's, before Authentication sees it).
+        case .appCheckTokenInvalid: self.init(http: 401, reason: "unauthorized", message: "Firebase App Check token is invalid.")
+        case .appAttestationFailed: self.init(http: 403, reason: "forbidden", message: e.detail ?? "App attestation failed.")
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")

@@ -90,6 +90,10 @@ public struct ProjectConfig: Sendable, Equatable {
     public var events = EventsPushConfig()
     /// `idpConfigs` (IdpConfigs.swift): federated providers' configurations, in creation order.
     public var idpConfigs: [IdpConfig] = []
+    /// `appCheck` (Attestation.swift): App Check enforcement for the client calls, token lifetime, registered apps.
+    public var appCheck = AppCheckConfig()
+    /// `phoneNumberVerification` (Attestation.swift): numbers Firebase PNV test tokens are issued for.
+    public var pnv = PNVConfig()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -126,6 +130,8 @@ public struct ProjectConfig: Sendable, Equatable {
         o["blockingFunctions"] = blockingFunctions.json
         o["events"] = events.json
         if !idpConfigs.isEmpty { o["idpConfigs"] = idpConfigsJSON }
+        o["appCheck"] = appCheck.json
+        o["phoneNumberVerification"] = pnv.json
         return .object(o)
     }
 
@@ -168,6 +174,8 @@ public struct ProjectConfig: Sendable, Equatable {
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
             case "events": try events.apply(v, path: p)
             case "idpConfigs": idpConfigs = try Self.parseIdpConfigs(v, path: p)
+            case "appCheck": try appCheck.apply(v, path: p)
+            case "phoneNumberVerification": try pnv.apply(v, path: p)
             case "tenants":
                 for (k2, v2) in try Self.object(v, p) {
                     let p2 = Self.join(p, k2)
