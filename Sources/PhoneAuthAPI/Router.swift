@@ -373,6 +373,8 @@ enum Router {
         RouteRow("POST", "/firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeDebugToken", .apiKey, .json, .offload,
                  "a debug token (`{debugToken}`; any, or one of `appCheck.debugTokens`) → an App Check token `{token, ttl}`",
                  AppCheckEndpoints.exchangeDebugToken),
+        RouteRow("POST", "/content-firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeDebugToken", .apiKey, .json, .offload,
+                 "the same at the host the web SDK calls", AppCheckEndpoints.exchangeDebugToken),
         RouteRow("GET", "/firebaseappcheck.googleapis.com/v1/jwks", .open, .none, .bulk,
                  "the App Check keys (JWKS, RS256)", AppCheckEndpoints.jwks),
         RouteRow("GET", "/fpnv.googleapis.com/v1beta/jwks", .open, .none, .bulk,
