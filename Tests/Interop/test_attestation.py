@@ -128,11 +128,13 @@ def test_pyjwt_and_google_auth_verify_app_check_tokens_on_the_same_jwks(emu):
     assert claims["exp"] - claims["iat"] == 1800
     with pytest.raises(jwt.InvalidAudienceError):
         jwt.decode(token, key.key, algorithms=["RS256"], audience="projects/another-project")
-    # google-auth reads a JWKS at its certs URL too; it compares `aud` as a string, so the list is checked here.
-    claims = id_token.verify_token(token, Request(), audience=None, certs_url=emu.url + APP_CHECK_JWKS)
-    assert "projects/demo-phone" in claims["aud"]
-    with pytest.raises(ValueError):
-        id_token.verify_token(tampered(token), Request(), audience=None, certs_url=emu.url + APP_CHECK_JWKS)
+    # google-auth reads a JWKS at its certs URL too.
+    claims = id_token.verify_token(token, Request(), audience="projects/demo-phone", certs_url=emu.url + APP_CHECK_JWKS)
+    assert claims["sub"] == WEB_APP
+    with pytest.raises(Exception):
+        id_token.verify_token(tampered(token), Request(), audience="projects/demo-phone", certs_url=emu.url + APP_CHECK_JWKS)
+    with pytest.raises(Exception):
+        id_token.verify_token(token, Request(), audience="projects/another-project", certs_url=emu.url + APP_CHECK_JWKS)
     # The ID-token keys are another set.
     ids = {k["kid"] for k in emu.session.get(emu.url + "/www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com").json()["keys"]}
     assert jwt.get_unverified_header(token)["kid"] not in ids
@@ -183,21 +185,23 @@ def test_pyjwt_and_google_auth_verify_pnv_tokens_on_the_same_jwks(emu):
     assert claims["sub"] == FICTIONAL and claims["exp"] - claims["iat"] == 600
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(tampered(token), key.key, algorithms=["ES256"], audience="https://fpnv.googleapis.com/projects/demo-phone")
-    claims = id_token.verify_token(token, Request(), audience=None, certs_url=emu.url + PNV_JWKS)
+    claims = id_token.verify_token(token, Request(), audience="https://fpnv.googleapis.com/projects/12345", certs_url=emu.url + PNV_JWKS)
     assert claims["sub"] == FICTIONAL
+    with pytest.raises(Exception):
+        id_token.verify_token(tampered(token), Request(), audience="https://fpnv.googleapis.com/projects/12345", certs_url=emu.url + PNV_JWKS)
 
 
 def test_pnv_flow_backend_custom_token_then_sign_in(emu, admin_app):
     """PNV's documented flow: the backend verifies the PNV token, mints a custom token for the number, and the app
-    signs in with it (here: signInWithCustomToken, unsigned as the official emulator accepts)."""
+    signs in with it (firebase-admin's create_custom_token, then our signInWithCustomToken)."""
     app = admin_app("12345")
     number = pnv.verify_token(mint(emu, type="PNV", phoneNumber=FICTIONAL)["token"], app=app).phone_number
-    custom = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + b64(json.dumps({
-        "aud": "https://identitytoolkit.googleapis.com/google.identity.identitytoolkit.v1.IdentityToolkit",
-        "uid": "pnv-" + number.lstrip("+"), "claims": {"phone_verified_by": "pnv"}}).encode()) + "."
+    from firebase_admin import auth as admin_auth
+    custom = admin_auth.create_custom_token("pnv-" + number.lstrip("+"), {"phone_verified_by": "pnv"}, app=app).decode()
     r = emu.itk("signInWithCustomToken", {"token": custom, "returnSecureToken": True})
     assert r.status_code == 200, r.text
-    assert claims_of(r.json()["idToken"])["sub"] == "pnv-" + number.lstrip("+")
+    claims = claims_of(r.json()["idToken"])
+    assert claims["sub"] == "pnv-" + number.lstrip("+") and claims["phone_verified_by"] == "pnv"
 
 
 # -- enforcement on a real sign-in -------------------------------------------------------------------------------
