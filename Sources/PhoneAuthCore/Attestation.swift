@@ -36,11 +36,7 @@ public struct AppCheckConfig: Sendable, Equatable {
         for (k, v2) in try ProjectConfig.object(v, path) {
             let p = ProjectConfig.join(path, k)
             switch k {
-            case "enforcement":
-                guard let s = v2.stringValue, let e = Enforcement(rawValue: s.uppercased()) else {
-                    throw ConfigError(path: p, message: "must be \"OFF\", \"UNENFORCED\" or \"ENFORCED\"")
-                }
-                enforcement = e
+            case "enforcement": enforcement = try ProjectConfig.choice(v2, p)
             case "tokenTtlSeconds":
                 let n = try ProjectConfig.int(v2, p)
                 guard Self.ttlRange.contains(n) else { throw ConfigError(path: p, message: "must be from 1800 (30 minutes) to 604800 (7 days)") }

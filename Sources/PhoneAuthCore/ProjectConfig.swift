@@ -351,6 +351,12 @@ public struct ProjectConfig: Sendable, Equatable {
         }
         return Int(n)
     }
+    /// One of an enum's values, case-insensitively ("must be "A", "B" or "C"" otherwise).
+    static func choice<E: RawRepresentable & CaseIterable>(_ v: JSON, _ p: String) throws(ConfigError) -> E where E.RawValue == String {
+        if let s = v.stringValue, let e = E(rawValue: s.uppercased()) { return e }
+        let names = E.allCases.map { "\"\($0.rawValue)\"" }
+        throw ConfigError(path: p, message: "must be " + names.dropLast().joined(separator: ", ") + " or " + (names.last ?? ""))
+    }
     static func nonNegative(_ v: JSON, _ p: String) throws(ConfigError) -> Int {
         let n = try int(v, p)
         guard n >= 0 else { throw ConfigError(path: p, message: "must not be negative") }

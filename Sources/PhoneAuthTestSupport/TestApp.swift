@@ -43,6 +43,16 @@ extension AppCalling {
         call("POST", "/identitytoolkit.googleapis.com/v1/accounts:\(op)?key=fake-api-key", body)
     }
 
+    /// The events of a `…/events?format=jsonl&follow=false…` target, read to the end.
+    public func eventLines(_ target: String) -> [JSON] {
+        let resp = app.respond(to: HTTPRequest(method: "GET", target: target, headers: HTTPHeaders()), context: .detached)
+        guard let source = resp?.stream?.source else { return [] }
+        source.attach {}
+        var out: [UInt8] = []
+        while source.pull(into: &out, limit: 1 << 20) == .more {}
+        return String(decoding: out, as: UTF8.self).split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+    }
+
     /// The Google error message of an answer, if any.
     public func message(_ r: (Int, JSON)) -> String? { r.1["error"]?["message"]?.stringValue }
 }

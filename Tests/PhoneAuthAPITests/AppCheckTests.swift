@@ -40,15 +40,7 @@ final class AppCheckTests: XCTestCase, AppCalling {
 
     func metrics() -> JSON? { call("GET", base + "/appCheck").1["metrics"] }
 
-    func events(_ type: String) -> [JSON] {
-        let resp = app.respond(to: HTTPRequest(method: "GET", target: base + "/events?format=jsonl&follow=false&since=0&type=\(type)", headers: HTTPHeaders()),
-                               context: .detached)
-        guard let source = resp?.stream?.source else { return [] }
-        source.attach {}
-        var out: [UInt8] = []
-        while source.pull(into: &out, limit: 1 << 20) == .more {}
-        return String(decoding: out, as: UTF8.self).split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
-    }
+    func events(_ type: String) -> [JSON] { eventLines(base + "/events?format=jsonl&follow=false&since=0&type=\(type)") }
 
     // MARK: tokens in production's form
 
