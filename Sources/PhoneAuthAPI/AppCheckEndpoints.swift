@@ -64,6 +64,22 @@ enum AppCheckEndpoints {
         return Reply(["token": .string(token), "ttl": .string("\(ttl)s")])
     }
 
+    /// `:exchangeRecaptchaEnterpriseToken {recaptchaEnterpriseToken}` / `:exchangeRecaptchaV3Token {recaptchaV3Token}`:
+    /// a reCAPTCHA token the emulator minted (`appCredentials {type: RECAPTCHA}`, single use) → `{token, ttl}`.
+    static func exchangeRecaptcha(field: String, provider: String) -> Handler {
+        { app, call in
+            let appId = call.pathApp ?? ""
+            let key = StoreKey(projectId: call.projectId)
+            let config = app.emulator.appCheckConfig(key)
+            try checkApp(appId, config)
+            guard let given = try call.string(field), !given.isEmpty else { throw AuthError.invalidArgument("\(field) is required.") }
+            guard app.emulator.consumeMintedCredential(key, given, type: .recaptcha) else { throw AuthError(.appAttestationFailed, "App attestation failed.") }
+            let ttl = config.tokenTtlSeconds
+            let (token, _) = try mint(app, projectId: call.projectId, appId: appId, provider: provider, ttlSeconds: ttl)
+            return Reply(["token": .string(token), "ttl": .string("\(ttl)s")])
+        }
+    }
+
     static func jwks(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         Reply(try app.attestation.jwks(.appCheck), headers: [PublicKeys.cacheControl])
     }
@@ -85,7 +101,7 @@ enum AppCheckEndpoints {
     /// `OFF` costs one read of the store's enforcement; `UNENFORCED` verifies, counts and records; `ENFORCED` also
     /// refuses a missing or invalid token.
     static func gate(_ app: PhoneAuthApp, _ call: Call, operation: Substring) throws(AuthError) {
-        let key = (try? call.readStoreKey()) ?? StoreKey(projectId: call.projectId)
+        let key = call.namedStoreKey()
         guard app.emulator.appCheckEnforcement(key) != .off else { return }
         let config = app.emulator.appCheckConfig(key)
         let header = call.request.headers["x-firebase-appcheck"] ?? ""

@@ -152,8 +152,10 @@ extension Emulator {
         existingStore(key)?.read { $0.config.appCheck.enforcement } ?? initialConfig(key).appCheck.enforcement
     }
 
-    /// Counts a client call's outcome and records it as an `appCheck.checked` event.
+    /// Counts a client call's outcome and records it as an `appCheck.checked` event, in the store's counters (its
+    /// project's while a named tenant does not exist yet: counting creates no tenant).
     public func recordAppCheck(_ key: StoreKey, outcome: AppCheck.Outcome, appId: String?, refused: Bool, method: String) {
+        let key = key.tenantId == nil || existingStore(key) != nil ? key : StoreKey(projectId: key.projectId)
         withLiveStore(key) { s in
             switch outcome {
             case .verified: s.credentials.appCheck.verified += 1
@@ -163,6 +165,15 @@ extension Emulator {
             if refused { s.credentials.appCheck.refused += 1 }
         }
         events.emit(key, .appCheckChecked(outcome: outcome.rawValue, appId: appId, refused: refused, method: method))
+    }
+
+    /// Takes a minted credential of `type` (single use, as in the send pipeline): App Check's reCAPTCHA exchanges.
+    public func consumeMintedCredential(_ key: StoreKey, _ token: String, type: MintedCredentialType) -> Bool {
+        let now = clock.nowMillis()
+        return withLiveStore(key) { s in
+            guard s.credentials.minted.peek(token, now: now) == type else { return false }
+            return s.credentials.minted.take(token, now: now) != nil
+        }
     }
 
     public func appCheckMetrics(_ key: StoreKey) -> AppCheckMetrics { existingStore(key)?.read { $0.credentials.appCheck } ?? AppCheckMetrics() }

@@ -110,6 +110,19 @@ final class AppCheckTests: XCTestCase, AppCalling {
         XCTAssertEqual(wrong.1["error"]?["status"], "PERMISSION_DENIED")
     }
 
+    func testRecaptchaExchangesTakeMintedTokensOnce() throws {
+        for (method, field) in [("exchangeRecaptchaEnterpriseToken", "recaptcha_enterprise_token"), ("exchangeRecaptchaV3Token", "recaptcha_v3_token")] {
+            let path = "/firebaseappcheck.googleapis.com/v1/projects/demo-phone/apps/\(webApp):\(method)?key=k"
+            let minted = try XCTUnwrap(mint(#"{"type":"RECAPTCHA"}"#).1["token"]?.stringValue)
+            let r = call("POST", path, #"{"\#(field)":"\#(minted)"}"#)
+            XCTAssertEqual(r.0, 200, "\(r.1)")
+            XCTAssertEqual(DecodedJWT(try XCTUnwrap(r.1["token"]?.stringValue))?.payload["sub"], .string(webApp))
+            XCTAssertEqual(call("POST", path, #"{"\#(field)":"\#(minted)"}"#).0, 403, "single use")
+            XCTAssertEqual(call("POST", path, #"{"\#(field)":"not-minted"}"#).0, 403)
+            XCTAssertEqual(call("POST", path, #"{}"#).0, 400)
+        }
+    }
+
     // MARK: enforcement
 
     func testOffIgnoresTheHeader() {
