@@ -247,3 +247,21 @@ def test_keys_persist_with_data_dir(fresh, tmp_path):
     assert [e2.session.get(e2.url + p).json()["keys"][0]["kid"] for p in (APP_CHECK_JWKS, PNV_JWKS)] == kids
     key = jwt.PyJWKClient(e2.url + APP_CHECK_JWKS).get_signing_key_from_jwt(token)
     assert jwt.decode(token, key.key, algorithms=["RS256"], audience="projects/demo-phone")["sub"].startswith("1:12345:web:")
+
+
+def test_the_cli_mints_every_attestation(emu, admin_app):
+    from test_cli import run as cli
+    r = cli(emu, "credentials", "mint", "app-check", "--app-id", WEB_APP, "--ttl", "1800", "--json")
+    assert r.returncode == 0, r.stderr
+    claims = app_check.verify_token(json.loads(r.stdout)["token"], app=admin_app("demo-phone"))
+    assert claims["app_id"] == WEB_APP and claims["exp"] - claims["iat"] == 1800
+    r = cli(emu, "credentials", "mint", "pnv", "--phone", FICTIONAL, "--json")
+    assert r.returncode == 0, r.stderr
+    assert pnv.verify_token(json.loads(r.stdout)["token"], app=admin_app("12345")).phone_number == FICTIONAL
+    for kind, prefix in (("recaptcha", "emu-recaptcha-"), ("play-integrity", "emu-play-integrity-")):
+        r = cli(emu, "credentials", "mint", kind, "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["token"].startswith(prefix), r.stderr
+    r = cli(emu, "credentials", "mint", "pnv", "--phone", "+15551234567")
+    assert r.returncode == 1 and "INVALID_ARGUMENT" in r.stderr + r.stdout, r.stderr
+    r = cli(emu, "app-check", "status")
+    assert r.returncode == 0 and "enforcement" in r.stdout and "OFF" in r.stdout, r.stdout
