@@ -50,7 +50,7 @@ enum AppCheckEndpoints {
     /// `POST /firebaseappcheck.googleapis.com/v1/projects/{p}/apps/{app}:exchangeDebugToken` `{debugToken}` (the
     /// SDKs send `debug_token`) → `{token, ttl: "3600s"}`.
     static func exchangeDebugToken(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let appId = call.pathApp ?? ""
+        let appId = call.params.app ?? ""
         let config = app.emulator.appCheckConfig(StoreKey(projectId: call.projectId))
         try checkApp(appId, config)
         guard let debugToken = try call.string("debugToken"), !debugToken.isEmpty else {
@@ -68,7 +68,7 @@ enum AppCheckEndpoints {
     /// a reCAPTCHA token the emulator minted (`appCredentials {type: RECAPTCHA}`, single use) → `{token, ttl}`.
     static func exchangeRecaptcha(field: String, provider: String) -> Handler {
         { app, call in
-            let appId = call.pathApp ?? ""
+            let appId = call.params.app ?? ""
             let key = StoreKey(projectId: call.projectId)
             let config = app.emulator.appCheckConfig(key)
             try checkApp(appId, config)

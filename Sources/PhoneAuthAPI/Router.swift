@@ -66,7 +66,7 @@ struct PathParams: Sendable, Equatable {
     var project: String?
     /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
     var tenant: String?
-    /// `{file}`: a console file's name.
+    /// `{file}`: a console or provider page file's name.
     var file: String?
     /// `{snapshot}`: a snapshot's name (checked by its handler).
     var snapshot: String?
@@ -121,6 +121,9 @@ struct RouteRow: Sendable {
     let readOnly: Bool
     /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
     let doc: String
+    /// A v2 admin resource (`/v2/projects/{p}/tenants…`, a project's or tenant's provider configurations): its handler
+    /// answers `TENANT_NOT_FOUND` for a missing path tenant, so the path tenant is never created on first use.
+    var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") }
     let handler: Handler
     /// A client call of Identity Toolkit or Secure Token: App Check (`appCheck.enforcement`) applies to it.
     let appCheckProtected: Bool
@@ -196,7 +199,7 @@ enum Router {
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken", .client, .json, .offload, v3: "verifyCustomToken",
                  "sign in / sign up with a custom token (unsigned or RS256, signature not checked); `claims` go into the ID tokens", CustomTokens.signIn),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp", .client, .json, .offload, v3: "verifyAssertion",
-                 "federated sign-in / sign-up / link (`idToken`): `postBody` `providerId=…&id_token=…` (JSON claims or a JWT, not verified), `access_token`, `nonce`, SAML", SignInWithIdp.handle),
+                 "federated sign-in / sign-up / link (`idToken`): `postBody` `providerId=…&id_token=…` (JSON claims or a JWT, not verified), `access_token`, `nonce`, SAML (its attribute statements in that sign-in's ID token as `firebase.sign_in_attributes`)", SignInWithIdp.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithEmailLink", .client, .json, .offload, v3: "emailLinkSignin",
                  "sign in / sign up / link (`idToken`) with an EMAIL_SIGNIN code: `{email, oobCode}`", SignInWithEmailLink.handle),
         RouteRow("GET", "/www.googleapis.com/identitytoolkit/v3/relyingparty/getProjectConfig", .client, .none, .loop,
@@ -239,7 +242,7 @@ enum Router {
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query", .admin, .json, .bulk, readOnly: true,
                  "query users (`expression`, `sortBy`, `order`, `offset`, `limit`)", BatchAccounts.query),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:batchCreate", .admin, .json, .bulk,
-                 "import users; `tenants//accounts:batchCreate` is the top-level project", BatchAccounts.batchCreate),
+                 "import users (`sanityCheck`: an email or a provider identity given to two users refuses the batch, `DUPLICATE_EMAIL` / `DUPLICATE_RAW_ID`); `tenants//accounts:batchCreate` is the top-level project", BatchAccounts.batchCreate),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant}]:createSessionCookie", .admin, .json, .offload, readOnly: true,
                  "a session cookie from an ID token (`validDuration` 300 s to 14 days)", SessionCookies.create),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/projects/{project}/config", .admin, .none, .loop,

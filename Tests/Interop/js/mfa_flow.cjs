@@ -12,31 +12,12 @@
 // verification-code inbox (GET /emulator/v1/projects/{p}/verificationCodes?phoneNumber=…), matched by sessionInfo.
 // Prints one JSON summary line and exits 0 when every expectation holds; otherwise prints the failures (and the
 // exchanges so far) to stderr and exits 1. WIRE_LOG=1 prints every request/response to stderr.
-const path = require('path');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
-
-const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
-const project = process.env.PROJECT_ID || 'demo-phone';
+const { initializeApp, auth, url, project, recordExchanges } = require('./sdk.cjs');
 const phone = process.argv[2] || '+16505554567';
 const presetCode = process.argv[3] || null;
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-// Record every exchange the SDK makes (method, path, request body, status, response body) without changing it.
-const wire = [];
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (input, init = {}) => {
-  const u = new URL(typeof input === 'string' ? input : input.url);
-  const res = await realFetch(input, init);
-  const text = await res.clone().text();
-  const entry = { method: init.method || 'GET', path: u.pathname, body: init.body || null, status: res.status, response: text };
-  wire.push(entry);
-  if (process.env.WIRE_LOG) console.error(JSON.stringify(entry));
-  return res;
-};
+const { wire, realFetch } = recordExchanges();
 
 const failures = [];
 function expect(name, ok, detail) { if (!ok) failures.push({ name, detail }); }
