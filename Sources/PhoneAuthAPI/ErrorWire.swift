@@ -49,7 +49,7 @@ struct ErrorWire: Sendable, Equatable {
         case .invalidCredential:
             self.init(http: 401, reason: "authError", message: "Request had invalid authentication credentials. \(Self.credentialHelp)")
         // Production's answer when App Check refuses a call (the front end's, before Authentication sees it).
-        case .appCheckTokenInvalid: self.init(http: 401, reason: "unauthorized", message: "Firebase App Check token is invalid.")
+        case .appCheckTokenInvalid: self.init(http: 401, reason: "unauthorized", message: "Firebase App Check token is invalid")
         case .appAttestationFailed: self.init(http: 403, reason: "forbidden", message: e.detail ?? "App attestation failed.")
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")

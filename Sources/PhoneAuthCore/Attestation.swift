@@ -8,7 +8,7 @@ public struct AppCheckConfig: Sendable, Equatable {
         case off = "OFF"
         /// Production's "unenforced" (monitoring): every client call's token is verified and counted, none refused.
         case unenforced = "UNENFORCED"
-        /// A client call without a valid token is refused (401 `UNAUTHENTICATED`, "Firebase App Check token is invalid.").
+        /// A client call without a valid token is refused (401 `UNAUTHENTICATED`, "Firebase App Check token is invalid").
         case enforced = "ENFORCED"
     }
     /// Production's bounds for an App Check token's lifetime: 30 minutes to 7 days (1 hour by default).

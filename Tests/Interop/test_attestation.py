@@ -227,7 +227,7 @@ def test_enforcement_on_phone_sign_in(fresh, enforcement):
         for r in (without, invalid):
             assert r.status_code == 401
             assert r.json()["error"]["status"] == "UNAUTHENTICATED"
-            assert r.json()["error"]["message"] == "Firebase App Check token is invalid."
+            assert r.json()["error"]["message"] == "Firebase App Check token is invalid"
         assert metrics == {"verified": 2, "missing": 1, "invalid": 1, "refused": 2}
     else:
         assert without.status_code == 200 and invalid.status_code == 200

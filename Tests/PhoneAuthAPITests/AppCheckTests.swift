@@ -149,7 +149,7 @@ final class AppCheckTests: XCTestCase, AppCalling {
         let missing = signUp(appCheck: nil)
         XCTAssertEqual(missing.0, 401)
         XCTAssertEqual(missing.1["error"]?["status"], "UNAUTHENTICATED")
-        XCTAssertEqual(message(missing), "Firebase App Check token is invalid.")
+        XCTAssertEqual(message(missing), "Firebase App Check token is invalid")
         XCTAssertEqual(signUp(appCheck: token + "x").0, 401)
         // An ID token is no App Check token (other key, other issuer).
         let idToken = try XCTUnwrap(signUp(appCheck: token).1["idToken"]?.stringValue)
