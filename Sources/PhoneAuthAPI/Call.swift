@@ -122,7 +122,7 @@ struct Call: Sendable {
         return t
     }
 
-    func storeKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try tenant()) }
+    func storeKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try tenant())) }
 
     /// The store a call names (the path's tenant, else a valid body `tenantId`) without admitting it: no tenant is
     /// created or reclaimed (App Check's gate, which runs before the handler and must change nothing).
@@ -132,7 +132,14 @@ struct Call: Sendable {
     }
 
     /// `storeKey()` for reads: creates nothing.
-    func readStoreKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try readTenant()) }
+    func readStoreKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try readTenant())) }
+
+    /// `key`, unless it is a tenant with `disableAuth`: `PROJECT_DISABLED` before anything else of the request is read
+    /// (production: its users cannot sign in, and its admins cannot manage its users; the official emulator's order).
+    func enabled(_ key: StoreKey) throws(AuthError) -> StoreKey {
+        if key.tenantId != nil, emulator.tenantSettings(key)?.disableAuth == true { throw AuthError(.projectDisabled) }
+        return key
+    }
 }
 
 /// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.

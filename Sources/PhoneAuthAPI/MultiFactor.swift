@@ -132,6 +132,8 @@ enum MFAEndpoints {
     /// `{idToken, mfaEnrollmentId}` → `{idToken, refreshToken}` without second-factor claims.
     static func withdraw(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        // A tenant with auth off answers that first (the official emulator's order); withdrawing needs no MFA config.
+        try TenantGate.checkEnabled(app, key)
         let (identity, _) = try app.verifiedUser(try call.string("idToken"), call: call, tenant: key.tenantId)
         let k = StoreKey(projectId: call.projectId, tenantId: identity.tenantId)
         return try tokens(app, k, try app.emulator.withdrawMFA(k, identity: identity, mfaEnrollmentId: try call.string("mfaEnrollmentId")))

@@ -115,8 +115,9 @@ public struct MFAConfig: Sendable, Equatable {
                     throw ConfigError(path: p, message: "must be an array of provider names such as \"PHONE_SMS\"")
                 }
                 let names = items.compactMap(\.stringValue)
-                guard names.allSatisfy({ ["PHONE_SMS", "TOTP"].contains($0) }) else {
-                    throw ConfigError(path: p, message: "providers are \"PHONE_SMS\" (and \"TOTP\", stored but not served)")
+                // PROVIDER_UNSPECIFIED: the enum's zero value, accepted (and kept) by production and the official emulator.
+                guard names.allSatisfy({ ["PROVIDER_UNSPECIFIED", "PHONE_SMS", "TOTP"].contains($0) }) else {
+                    throw ConfigError(path: p, message: "providers are \"PHONE_SMS\" (and \"TOTP\", stored but not served) or \"PROVIDER_UNSPECIFIED\"")
                 }
                 enabledProviders = names
             case "providerConfigs": break  // production's TOTP settings: accepted, not served

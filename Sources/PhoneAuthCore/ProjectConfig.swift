@@ -152,6 +152,15 @@ public struct ProjectConfig: Sendable, Equatable {
 
     // MARK: decoding
 
+    /// `emailPrivacyConfig` (`{enableImprovedEmailPrivacy}`), in a project's config or a tenant resource.
+    public mutating func applyEmailPrivacy(_ v: JSON, path p: String) throws(ConfigError) {
+        for (k2, v2) in try Self.object(v, p) {
+            let p2 = Self.join(p, k2)
+            guard k2 == "enableImprovedEmailPrivacy" else { throw ConfigError(path: p2, message: "unknown key") }
+            enableImprovedEmailPrivacy = try Self.bool(v2, p2)
+        }
+    }
+
     /// Applies a config JSON object onto `self`: fields present replace, objects merge, maps
     /// (`testPhoneNumbers`, `scenarioNumbers`) are replaced whole. Unknown keys are refused.
     public mutating func apply(_ json: JSON, path: String = "") throws(ConfigError) {
@@ -162,12 +171,7 @@ public struct ProjectConfig: Sendable, Equatable {
             case "signIn": try applySignIn(v, path: p, strict: true)
             case "smsRegionConfig": smsRegion = try Self.parseSMSRegion(v, path: p)
             case "mfa": try mfa.apply(v, path: p)
-            case "emailPrivacyConfig":
-                for (k2, v2) in try Self.object(v, p) {
-                    let p2 = Self.join(p, k2)
-                    guard k2 == "enableImprovedEmailPrivacy" else { throw ConfigError(path: p2, message: "unknown key") }
-                    enableImprovedEmailPrivacy = try Self.bool(v2, p2)
-                }
+            case "emailPrivacyConfig": try applyEmailPrivacy(v, path: p)
             case "phoneAuth": try applyPhoneAuth(v, path: p)
             case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
