@@ -16,6 +16,7 @@ enum AdminConfig {
         doc["smsRegionConfig"] = c.smsRegionJSON
         doc["mfa"] = c.mfa.json
         doc["blockingFunctions"] = c.blockingFunctions.json
+        doc["recaptchaConfig"] = c.recaptcha.json
         doc["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(c.enableImprovedEmailPrivacy)]
         return doc
     }
@@ -43,7 +44,7 @@ enum AdminConfig {
     static func merged(_ current: ProjectConfig, body: JSONObject, masks: [String], projectId: String) throws(AuthError) -> ProjectConfig {
         var doc = document(current, projectId: projectId)
         if masks.isEmpty {
-            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig"])
+            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig", "tollFraudScores"])
         } else {
             for m in masks {
                 let path = m.split(separator: ".").map(String.init)
@@ -68,6 +69,8 @@ enum AdminConfig {
             if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
             updated.mfa = .disabled  // a masked `mfa` absent from the body is cleared
             if let v = doc["mfa"], v != .null { try updated.mfa.apply(v, path: "mfa") }
+            updated.recaptcha = RecaptchaSettings()  // a masked `recaptchaConfig` absent from the body is cleared
+            if let v = doc["recaptchaConfig"], v != .null { try updated.recaptcha.apply(v, path: "recaptchaConfig") }
             updated.enableImprovedEmailPrivacy = false  // masked and absent from the body: the field's default
             if let v = doc["emailPrivacyConfig"], v != .null { try updated.applyEmailPrivacy(v, path: "emailPrivacyConfig") }
         } catch {
@@ -82,6 +85,7 @@ enum AdminConfig {
         rest["name"] = nil
         rest["smsRegionConfig"] = nil
         rest["mfa"] = nil
+        rest["recaptchaConfig"] = nil
         rest["blockingFunctions"] = nil
         rest["emailPrivacyConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])

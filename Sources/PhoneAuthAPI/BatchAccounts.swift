@@ -97,7 +97,8 @@ enum BatchAccounts {
         var emails = Set<String>(), identities = Set<[String]>()
         for item in items {
             guard case .object(let u) = item else { continue }
-            if checkEmails, let e = stringField(u["email"])?.lowercased(), !emails.insert(e).inserted {
+            // Emails that are not valid are left to the per-user checks; the message names the repeat as given.
+            if checkEmails, let e = stringField(u["email"]), Identifiers.isValidEmail(e), !emails.insert(e.lowercased()).inserted {
                 throw AuthError(.duplicateEmail, Identifiers.printable(e, limit: 256))
             }
             for p in u["providerUserInfo"]?.arrayValue ?? [] {

@@ -21,6 +21,7 @@ enum Tenants {
         o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
         o["mfaConfig"] = config.mfa.json
         o["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(config.enableImprovedEmailPrivacy)]
+        if config.recaptcha != RecaptchaSettings() { o["recaptchaConfig"] = config.recaptcha.json }
         if !config.blockingFunctions.isEmpty { o["blockingFunctions"] = config.blockingFunctions.json }
         return o
     }
@@ -54,7 +55,7 @@ enum Tenants {
         var t = TenantSettings()
         var extra = doc
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
-                  "mfaConfig", "blockingFunctions", "emailPrivacyConfig"] {
+                  "mfaConfig", "blockingFunctions", "emailPrivacyConfig", "recaptchaConfig"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -83,6 +84,8 @@ enum Tenants {
             if let v = doc["emailPrivacyConfig"], v != .null {
                 try config.applyEmailPrivacy(v, path: "emailPrivacyConfig")
             }
+            config.recaptcha = RecaptchaSettings()
+            if let v = doc["recaptchaConfig"], v != .null { try config.recaptcha.apply(v, path: "recaptchaConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }

@@ -113,4 +113,12 @@ extension AuthError.Code {
     public static let userDisabled = Self("USER_DISABLED")
     public static let userNotFound = Self("USER_NOT_FOUND")
     public static let weakPassword = Self("WEAK_PASSWORD")
+    public static let invalidRecaptchaVersion = Self("INVALID_RECAPTCHA_VERSION")
+    public static let missingRecaptchaToken = Self("MISSING_RECAPTCHA_TOKEN")
+    public static let missingClientType = Self("MISSING_CLIENT_TYPE")
+    public static let missingRecaptchaVersion = Self("MISSING_RECAPTCHA_VERSION")
+    public static let invalidRecaptchaToken = Self("INVALID_RECAPTCHA_TOKEN")
+    public static let invalidRecaptchaAction = Self("INVALID_RECAPTCHA_ACTION")
+    /// The carrier refused the SMS: production answers 503 `Error code: 39` (ErrorWire).
+    public static let smsNotDelivered = Self("ERROR_CODE_39")
 }

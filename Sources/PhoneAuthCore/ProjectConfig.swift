@@ -51,6 +51,8 @@ public struct PhoneAuthSettings: Sendable, Equatable {
     public var perIp = RateLimit(max: 0, perSeconds: 3600)
     public var smsQuota = RateLimit(max: 0, perSeconds: 86400)
     public var scenarioNumbers: [String: Scenario] = [:]
+    /// `delivery`: how the carrier treats SMS to a number or prefix (SMSDefense.swift).
+    public var delivery: [String: SMSDeliveryRule] = [:]
     public init() {}
 }
 
@@ -94,6 +96,8 @@ public struct ProjectConfig: Sendable, Equatable {
     public var appCheck = AppCheckConfig()
     /// `phoneNumberVerification` (Attestation.swift): numbers Firebase PNV test tokens are issued for.
     public var pnv = PNVConfig()
+    /// `recaptchaConfig` (SMSDefense.swift): reCAPTCHA SMS defense, production's shape.
+    public var recaptcha = RecaptchaSettings()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -124,7 +128,11 @@ public struct ProjectConfig: Sendable, Equatable {
             sc[k] = .object(e)
         }
         pa["scenarioNumbers"] = .object(sc)
+        var dl = JSONObject()
+        for k in phoneAuth.delivery.keys.sorted() { dl[k] = phoneAuth.delivery[k]!.json }
+        pa["delivery"] = .object(dl)
         o["phoneAuth"] = .object(pa)
+        o["recaptchaConfig"] = recaptcha.json
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
         o["protection"] = protection.json
         o["blockingFunctions"] = blockingFunctions.json
@@ -173,6 +181,7 @@ public struct ProjectConfig: Sendable, Equatable {
             case "mfa": try mfa.apply(v, path: p)
             case "emailPrivacyConfig": try applyEmailPrivacy(v, path: p)
             case "phoneAuth": try applyPhoneAuth(v, path: p)
+            case "recaptchaConfig": try recaptcha.apply(v, path: p)
             case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
@@ -246,6 +255,7 @@ public struct ProjectConfig: Sendable, Equatable {
                 }
             case "smsQuota": phoneAuth.smsQuota = try Self.parseLimit(v2, base: phoneAuth.smsQuota, path: p)
             case "scenarioNumbers": phoneAuth.scenarioNumbers = try Self.parseScenarios(v2, path: p)
+            case "delivery": phoneAuth.delivery = try SMSDeliveryRule.parse(v2, path: p)
             default: throw ConfigError(path: p, message: "unknown key")
             }
         }

@@ -85,7 +85,7 @@ final class SpecParityTests: XCTestCase, AppCalling {
         XCTAssertEqual(rest["users"]?.arrayValue?.count ?? 0, 0)
         XCTAssertNil(rest["nextPageToken"])
         let dup = admin("accounts:batchCreate", #"{"sanityCheck":true,"users":[{"localId":"a","email":"x@example.com"},{"localId":"b","email":"X@example.com"}]}"#)
-        XCTAssertEqual(message(dup), "DUPLICATE_EMAIL : x@example.com")
+        XCTAssertEqual(message(dup), "DUPLICATE_EMAIL : X@example.com")
         let raw = admin("accounts:batchCreate", #"{"sanityCheck":true,"users":[{"localId":"a","providerUserInfo":[{"providerId":"google.com","rawId":"r"}]},{"localId":"b","providerUserInfo":[{"providerId":"google.com","rawId":"r"}]}]}"#)
         XCTAssertEqual(message(raw), "DUPLICATE_RAW_ID : Provider id(google.com), Raw id(r)")
     }
