@@ -1,6 +1,6 @@
-// Keys: the published signing keys (JWKS), rotation.
+// Keys: the published signing keys (JWKS), rotation; minting attestations (reCAPTCHA, Play Integrity, App Check, PNV).
 
-import { api, state } from './api.js';
+import { api, state, emulatorScope } from './api.js';
 import { h, $, showError } from './dom.js';
 import { onEvent } from './stream.js';
 
@@ -11,12 +11,13 @@ let visible = false;
 export function init() {
   root = $('#view-keys');
   $('#keys-rotate').addEventListener('click', rotate);
-  onEvent((e) => { if (visible && e.type === 'keys.rotated') load(); });
+  $('#attest-form').addEventListener('submit', (e) => { e.preventDefault(); mint(); });
+  onEvent((e) => { if (visible && (e.type === 'keys.rotated' || e.type === 'appCheck.checked')) load(); });
 }
 
 export function show() { visible = true; load(); }
 export function hide() { visible = false; }
-export function scopeChanged() {}
+export function scopeChanged() { if (visible) load(); }
 
 async function load() {
   const unsigned = state.tokenSigning === 'none';
@@ -30,6 +31,26 @@ async function load() {
     $('#keys-list').replaceChildren(...(keys.length
       ? keys.map((k, i) => h('li', {}, `${k.kid}`, i === 0 ? h('span', { class: 'hint' }, ' (newest)') : null))
       : [h('li', { class: 'hint' }, 'No keys published.')]));
+    const { json: ac } = await api('GET', emulatorScope() + '/appCheck');
+    const m = ac.metrics || {};
+    $('#appcheck-status').textContent = `App Check enforcement: ${ac.enforcement}; client calls verified ${m.verified}, ` +
+      `missing ${m.missing}, invalid ${m.invalid}, refused ${m.refused}.`;
+    showError(root);
+  } catch (e) { showError(root, e); }
+}
+
+async function mint() {
+  const type = $('#attest-type').value;
+  const body = { type };
+  const appId = $('#attest-app').value.trim();
+  const phone = $('#attest-phone').value.trim();
+  if (type === 'APP_CHECK' && appId) body.appId = appId;
+  if (type === 'PNV') body.phoneNumber = phone;
+  try {
+    const { json } = await api('POST', emulatorScope() + '/appCredentials', body);
+    $('#attest-token').value = json.token;
+    $('#attest-result').textContent = `${json.type}${json.appId ? ' for ' + json.appId : ''}` +
+      `${json.phoneNumber ? ' for ' + json.phoneNumber : ''}, expires ${json.expiresAt}.`;
     showError(root);
   } catch (e) { showError(root, e); }
 }

@@ -14,6 +14,7 @@
 #include <openssl/bio.h>
 #include <openssl/param_build.h>
 #include <openssl/hmac.h>
+#include <openssl/ec.h>
 
 static inline int copenssl_BN_num_bytes(const BIGNUM *bn) { return BN_num_bytes(bn); }
 static inline long copenssl_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
@@ -41,6 +42,32 @@ done:
     BN_free(bn);
     BN_free(be);
     return pkey;
+}
+
+/// A new P-256 key pair (`EVP_EC_gen` is a variadic macro Swift cannot call).
+static inline EVP_PKEY *copenssl_ec_p256_generate(void) { return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256"); }
+
+/// DER `ECDSA-Sig-Value` → JWS `r || s` (each `half` bytes, big-endian, left-padded); 1 on success.
+static inline int copenssl_ecdsa_der_to_raw(const unsigned char *der, long derlen, unsigned char *out, int half) {
+    const unsigned char *p = der;
+    ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &p, derlen);
+    if (!sig) return 0;
+    const BIGNUM *r = NULL, *s = NULL;
+    ECDSA_SIG_get0(sig, &r, &s);
+    int ok = BN_bn2binpad(r, out, half) == half && BN_bn2binpad(s, out + half, half) == half;
+    ECDSA_SIG_free(sig);
+    return ok;
+}
+
+/// JWS `r || s` → DER (allocated with OPENSSL_malloc: free with `copenssl_OPENSSL_free`); its length, or 0.
+static inline int copenssl_ecdsa_raw_to_der(const unsigned char *raw, int half, unsigned char **der) {
+    ECDSA_SIG *sig = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(raw, half, NULL), *s = BN_bin2bn(raw + half, half, NULL);
+    if (!sig || !r || !s || ECDSA_SIG_set0(sig, r, s) != 1) { ECDSA_SIG_free(sig); BN_free(r); BN_free(s); return 0; }
+    *der = NULL;
+    int n = i2d_ECDSA_SIG(sig, der);
+    ECDSA_SIG_free(sig);
+    return n > 0 ? n : 0;
 }
 
 #endif

@@ -63,11 +63,7 @@ public struct SigningKey: Sendable {
     /// Derives the kid (40 hex characters of the SPKI SHA-256, like Google's) and the certificate.
     public init(key: RSAKey, createdAt: Int64) throws {
         self.key = key
-        let digest = sha256(try key.publicKeyDER())
-        let hex = Array("0123456789abcdef".utf8)
-        var kidBytes: [UInt8] = []
-        for b in digest.prefix(20) { kidBytes.append(hex[Int(b >> 4)]); kidBytes.append(hex[Int(b & 15)]) }
-        kid = String(decoding: kidBytes, as: UTF8.self)
+        kid = KeyID.fromSPKI(try key.publicKeyDER())
         var prefix = Base64URL.encodeBytes(JSON.object(["alg": "RS256", "kid": .string(kid), "typ": "JWT"]).serialized())
         prefix.append(UInt8(ascii: "."))
         headerPrefix = prefix

@@ -41,3 +41,18 @@ func collectBIO(_ operation: String, _ write: (OpaquePointer) -> Int32) throws -
 
 /// SHA-256 of `data`.
 public func sha256(_ data: [UInt8]) -> [UInt8] { Digest.sha256.hash(data) }
+
+/// A key's private half as PEM (PKCS#8, unencrypted).
+func pemPrivateKey(_ pkey: OpaquePointer) throws -> String {
+        let bytes = try collectBIO("PEM_write_bio_PrivateKey") { PEM_write_bio_PrivateKey($0, pkey, nil, nil, 0, nil, nil) }
+        return String(decoding: bytes, as: UTF8.self)
+}
+
+/// A key's SubjectPublicKeyInfo DER.
+func subjectPublicKeyInfo(_ pkey: OpaquePointer) throws -> [UInt8] {
+        var p: UnsafeMutablePointer<UInt8>? = nil
+        let n = i2d_PUBKEY(pkey, &p)
+        guard n > 0, let p else { throw OpenSSLError.capture("i2d_PUBKEY") }
+        defer { copenssl_OPENSSL_free(p) }
+        return Array(UnsafeBufferPointer(start: p, count: Int(n)))
+}

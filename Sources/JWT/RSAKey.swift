@@ -92,8 +92,7 @@ public final class RSAKey: @unchecked Sendable {
     }
 
     public func privateKeyPEM() throws -> String {
-        let bytes = try collectBIO("PEM_write_bio_PrivateKey") { PEM_write_bio_PrivateKey($0, pkey, nil, nil, 0, nil, nil) }
-        return String(decoding: bytes, as: UTF8.self)
+        try pemPrivateKey(pkey)
     }
 
     public func publicKeyPEM() throws -> String {
@@ -103,11 +102,7 @@ public final class RSAKey: @unchecked Sendable {
 
     /// SubjectPublicKeyInfo DER.
     public func publicKeyDER() throws -> [UInt8] {
-        var p: UnsafeMutablePointer<UInt8>? = nil
-        let n = i2d_PUBKEY(pkey, &p)
-        guard n > 0, let p else { throw OpenSSLError.capture("i2d_PUBKEY") }
-        defer { copenssl_OPENSSL_free(p) }
-        return Array(UnsafeBufferPointer(start: p, count: Int(n)))
+        try subjectPublicKeyInfo(pkey)
     }
 
     private func bnParam(_ name: String) throws -> [UInt8] {

@@ -124,6 +124,13 @@ struct Call: Sendable {
 
     func storeKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try tenant())) }
 
+    /// The store a call names (the path's tenant, else a valid body `tenantId`) without admitting it: no tenant is
+    /// created or reclaimed (App Check's gate, which runs before the handler and must change nothing).
+    func namedStoreKey() -> StoreKey {
+        let bodyTenant = (try? Identifiers.tenantID(try? string("tenantId"))) ?? nil
+        return StoreKey(projectId: projectId, tenantId: pathTenant ?? bodyTenant)
+    }
+
     /// `storeKey()` for reads: creates nothing.
     func readStoreKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try readTenant())) }
 

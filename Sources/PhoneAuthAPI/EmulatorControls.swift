@@ -49,6 +49,16 @@ enum EmulatorControls {
     /// `TokenService.maxPublishedKeys` in all. Older keys are retired: unpublished, pruned from the data directory and
     /// no longer accepted.
     static func rotateKeys(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        if let set = try call.string("keySet"), set != "idToken" {
+            guard let kind = AttestationKeys.Kind(rawValue: set) else {
+                throw AuthError.invalidArgument("keySet must be \"idToken\", \"appCheck\" or \"phoneNumberVerification\".")
+            }
+            let r = try app.attestation.rotate(kind)
+            app.logger.info("\(kind.rawValue) key rotated", [("kid", r.kid), ("retired", String(r.retired.count))])
+            app.emulator.events.broadcast(.keysRotated(kid: r.kid, retiredKids: r.retired))
+            return Reply(["keySet": .string(kind.rawValue), "kid": .string(r.kid), "publishedKids": .array(r.published.map(JSON.string)),
+                          "retiredKids": .array(r.retired.map(JSON.string))])
+        }
         guard app.tokens.mode == .rs256 else {
             throw AuthError(.failedPrecondition, "Token signing is 'none': there is no key to rotate.")
         }
@@ -66,17 +76,54 @@ enum EmulatorControls {
         ])
     }
 
-    /// `{"type": "RECAPTCHA" | "PLAY_INTEGRITY"}` → a token that passes `ENFORCE` once, within two minutes.
-    /// `{"type": "RECAPTCHA_ENTERPRISE", "score"?: 0.9, "action"?: "sendVerificationCode", "tollFraudScore"?: 0.1}` →
-    /// a reCAPTCHA Enterprise test token standing for that assessment (`recaptchaConfig`), single use.
+    /// `{"type": "RECAPTCHA" | "PLAY_INTEGRITY"}` → a token that passes `ENFORCE` once, within two minutes;
+    /// `{"type": "APP_CHECK", appId?, ttlSeconds?}` → an App Check token; `{"type": "PNV", phoneNumber, ttlSeconds?}` →
+    /// a Phone Number Verification token for a test number; `{"type": "RECAPTCHA_ENTERPRISE", "score"?: 0.9, "action"?:
+    /// "sendVerificationCode", "tollFraudScore"?: 0.1}` → a reCAPTCHA Enterprise test token standing for that assessment
+    /// (`recaptchaConfig`), single use.
     static func mintCredential(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let raw = try call.string("type") ?? ""
-        if raw.uppercased() == "RECAPTCHA_ENTERPRISE" { return try mintEnterprise(app, call) }
-        guard let type = MintedCredentialType(rawValue: raw.uppercased()) else {
-            throw AuthError.invalidArgument("type must be \"RECAPTCHA\", \"RECAPTCHA_ENTERPRISE\" or \"PLAY_INTEGRITY\".")
+        let raw = (try call.string("type") ?? "").uppercased()
+        switch raw {
+        case "RECAPTCHA_ENTERPRISE": return try mintEnterprise(app, call)
+        case "APP_CHECK":
+            let key = try call.readStoreKey()
+            let config = app.emulator.appCheckConfig(key)
+            let appId = try call.string("appId") ?? AppCheckEndpoints.defaultAppID(projectId: call.projectId, config)
+            try AppCheckEndpoints.checkApp(appId, config)
+            let ttl = try ttlSeconds(call, AppCheckConfig.ttlRange) ?? config.tokenTtlSeconds
+            let (token, exp) = try AppCheckEndpoints.mint(app, projectId: call.projectId, appId: appId, provider: "emulator", ttlSeconds: ttl)
+            return Reply(["type": "APP_CHECK", "token": .string(token), "ttl": .string("\(ttl)s"), "appId": .string(appId),
+                          "expiresAt": .string(Timestamp.rfc3339(millis: exp * 1000))])
+        case "PNV":
+            guard let number = try call.string("phoneNumber") else { throw AuthError.invalidArgument("phoneNumber is required for type PNV.") }
+            let ttl = try ttlSeconds(call, PNVConfig.ttlRange)
+            let (token, exp, e164) = try PNVTokens.mint(app, try call.readStoreKey(), phoneNumber: number, ttlSeconds: ttl)
+            return Reply(["type": "PNV", "token": .string(token), "phoneNumber": .string(e164),
+                          "expiresAt": .string(Timestamp.rfc3339(millis: exp * 1000))])
+        default: break
+        }
+        guard let type = MintedCredentialType(rawValue: raw) else {
+            throw AuthError.invalidArgument("type must be \"RECAPTCHA\", \"RECAPTCHA_ENTERPRISE\", \"PLAY_INTEGRITY\", \"APP_CHECK\" or \"PNV\".")
         }
         let (token, exp) = app.emulator.mintAppCredential(EmulatorAPI.key(call), type: type)
         return Reply(["type": .string(type.rawValue), "token": .string(token), "expiresAt": .string(Timestamp.rfc3339(millis: exp))])
+    }
+
+    /// `ttlSeconds`, within `range` when given.
+    static func ttlSeconds(_ call: Call, _ range: ClosedRange<Int>) throws(AuthError) -> Int? {
+        guard let v = call.body["ttlSeconds"] else { return nil }
+        guard let n = v.int64Value, n >= Int64(range.lowerBound), n <= Int64(range.upperBound) else {
+            throw AuthError.invalidArgument("ttlSeconds must be an integer from \(range.lowerBound) to \(range.upperBound).")
+        }
+        return Int(n)
+    }
+
+    /// `GET …/appCheck`: `{enforcement, tokenTtlSeconds, apps, debugTokens, metrics: {verified, missing, invalid, refused}}`.
+    static func appCheckStatus(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.readStoreKey()
+        guard case .object(var o) = app.emulator.appCheckConfig(key).json else { return Reply(.null) }
+        o["metrics"] = app.emulator.appCheckMetrics(key).json
+        return Reply(.object(o))
     }
 
     static func mintEnterprise(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {

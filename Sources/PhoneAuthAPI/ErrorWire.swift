@@ -48,6 +48,9 @@ struct ErrorWire: Sendable, Equatable {
             self.init(http: 401, reason: "required", message: "Request is missing required authentication credential. \(Self.credentialHelp)")
         case .invalidCredential:
             self.init(http: 401, reason: "authError", message: "Request had invalid authentication credentials. \(Self.credentialHelp)")
+        // Production's answer when App Check refuses a call (the front end's, before Authentication sees it).
+        case .appCheckTokenInvalid: self.init(http: 401, reason: "unauthorized", message: "Firebase App Check token is invalid")
+        case .appAttestationFailed: self.init(http: 403, reason: "forbidden", message: e.detail ?? "App attestation failed.")
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
         // A carrier's refusal, as production answers it (the JS SDK turns it into `auth/error-code:-39`).

@@ -31,10 +31,14 @@ public final class PhoneAuthApp: HTTPResponder {
     public let blocking: BlockingCalls
     /// Webhooks and the Functions emulator's auth triggers: the emulator's push sink (WebhookDelivery.swift).
     public let webhooks: WebhookDispatcher
+    /// The App Check and Phone Number Verification key sets (AttestationKeys.swift).
+    public let attestation: AttestationKeys
 
     public init(emulator: Emulator, tokens: TokenService, signingPool: WorkerPool?, apiKeyProjects: [String: String] = [:], logger: Logger,
                 saveSigningKey: (@Sendable (SigningKey) throws -> Void)? = nil, adminToken: String? = nil, exportRoot: String? = nil,
-                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls(), webhooks: WebhookDispatcher? = nil) {
+                boundary: WebBoundary = WebBoundary(), blocking: BlockingCalls = BlockingCalls(), webhooks: WebhookDispatcher? = nil,
+                attestation: AttestationKeys? = nil) {
+        self.attestation = attestation ?? AttestationKeys(clock: emulator.clock)
         self.blocking = blocking
         self.webhooks = webhooks ?? WebhookDispatcher(emulator: emulator, logger: logger)
         emulator.events.setPushSink(self.webhooks)
@@ -146,6 +150,11 @@ public final class PhoneAuthApp: HTTPResponder {
             var call = try makeCall(request, route, foreignOrigin: foreignOrigin) { [self] reply in deliver(self.render(reply, for: request)) }
             call.onClose = onClose
             call.costlyWorkMovesOffLoop = offLoop != nil
+            // App Check, once per request: an `.adaptive` request that moved off the loop passed it on its first run.
+            let rerun = route.run == .adaptive && offLoop == nil && signingPool != nil && tokens.mode == .rs256
+            if route.row.appCheckProtected && !call.privileged && !rerun {
+                try AppCheckEndpoints.gate(self, call, operation: route.row.operation)
+            }
             let reply = try route.handler(self, call)
             if reply.isDeferred { return nil }
             return render(reply, for: request)

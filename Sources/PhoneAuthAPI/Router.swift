@@ -72,8 +72,10 @@ struct PathParams: Sendable, Equatable {
     var snapshot: String?
     /// `{config}`: a provider configuration's id (checked by its handler).
     var config: String?
+    /// `{app}`: a Firebase app id (App Check; checked by its handler).
+    var app: String?
 
-    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot, config }
+    enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot, config, app }
 
     subscript(name: Name) -> String? {
         get {
@@ -83,6 +85,7 @@ struct PathParams: Sendable, Equatable {
             case .file: file
             case .snapshot: snapshot
             case .config: config
+            case .app: app
             }
         }
         set {
@@ -92,6 +95,7 @@ struct PathParams: Sendable, Equatable {
             case .file: file = newValue
             case .snapshot: snapshot = newValue
             case .config: config = newValue
+            case .app: app = newValue
             }
         }
     }
@@ -121,6 +125,10 @@ struct RouteRow: Sendable {
     /// answers `TENANT_NOT_FOUND` for a missing path tenant, so the path tenant is never created on first use.
     var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") }
     let handler: Handler
+    /// A client call of Identity Toolkit or Secure Token: App Check (`appCheck.enforcement`) applies to it.
+    let appCheckProtected: Bool
+    /// The template's last segment (`accounts:signInWithPhoneNumber`): how events name the call.
+    let operation: Substring
 
     init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,
          readOnly: Bool = false, _ doc: String, _ handler: @escaping Handler) {
@@ -133,6 +141,9 @@ struct RouteRow: Sendable {
         self.readOnly = readOnly || method == "GET"
         self.doc = doc
         self.handler = handler
+        appCheckProtected = (access == .client || access == .apiKey)
+            && (template.hasPrefix("/identitytoolkit.googleapis.com/") || template.hasPrefix("/securetoken.googleapis.com/"))
+        operation = template.split(separator: "/").last ?? ""
     }
 
     static let legacyPrefix = "/www.googleapis.com/identitytoolkit/v3/relyingparty/"
@@ -307,7 +318,8 @@ enum Router {
         RouteRow("POST", "/emulator/v1/clock:reset", .emulator, .json, .loop,
                  "back to the real time", EmulatorControls.resetClock),
         RouteRow("POST", "/emulator/v1/keys:rotate", .emulator, .json, .bulk,
-                 "new signing key; up to 4 previous ones stay published, older ones are retired (`retiredKids`)", EmulatorControls.rotateKeys),
+                 "new signing key; up to 4 previous ones stay published, older ones are retired (`retiredKids`); `{keySet: appCheck | phoneNumberVerification}` rotates those keys instead",
+                 EmulatorControls.rotateKeys),
         RouteRow("POST", "/emulator/v1/projects/{project}:export", .emulator, .json, .bulk,
                  "export users and config (`{path}`, inside `--export-root`)", ExportEndpoint.handle),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/config", .emulator, .none, .loop,
@@ -337,8 +349,12 @@ enum Router {
                  "where the events are pushed (`events.webhooks`, `events.functionsEmulator`), with delivery counters", EmulatorAPI.webhooks),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/pushNotifications", .emulator, .none, .loop,
                  "iOS silent pushes (for `verifyClient`)", EmulatorControls.pushNotifications),
-        RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .loop,
-                 "mint reCAPTCHA / Play Integrity tokens; `RECAPTCHA_ENTERPRISE` with `score`, `action`, `tollFraudScore` for reCAPTCHA SMS defense", EmulatorControls.mintCredential),
+        RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCredentials", .emulator, .json, .offload,
+                 "mint an attestation: `{type: RECAPTCHA | PLAY_INTEGRITY}` (passes `appVerification: ENFORCE` once), `{type: RECAPTCHA_ENTERPRISE, score?, action?, tollFraudScore?}` (reCAPTCHA SMS defense), `{type: APP_CHECK, appId?, ttlSeconds?}` (an App Check token), `{type: PNV, phoneNumber, ttlSeconds?}` (a Phone Number Verification token for a test number)",
+                 EmulatorControls.mintCredential),
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/appCheck", .emulator, .none, .loop,
+                 "App Check: the enforcement in force and the client calls counted (`verified`, `missing`, `invalid`, `refused`)",
+                 EmulatorControls.appCheckStatus),
         RouteRow("POST", "/emulator/v1/projects/{project}[/tenants/{tenant}]/idTokens", .emulator, .json, .offload,
                  "a test principal in one call: `{uid, claims?, phoneNumber?, email?, signInProvider?, secondFactor?, authTime?, expiresIn?}` → `{idToken, refreshToken, expiresIn, localId, isNewUser}` (the user created or updated)",
                  IdTokensEndpoint.mint),
@@ -355,6 +371,22 @@ enum Router {
                  "the saved snapshots", ResetEndpoints.list),
         RouteRow("DELETE", "/emulator/v1/projects/{project}/snapshots/{snapshot}", .emulator, .none, .loop, readOnly: true,
                  "delete one", ResetEndpoints.delete),
+
+        // App Check and Phone Number Verification (AppCheckEndpoints.swift), at production's paths.
+        RouteRow("POST", "/firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeDebugToken", .apiKey, .json, .offload,
+                 "a debug token (`{debugToken}`; any, or one of `appCheck.debugTokens`) → an App Check token `{token, ttl}`",
+                 AppCheckEndpoints.exchangeDebugToken),
+        RouteRow("POST", "/content-firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeDebugToken", .apiKey, .json, .offload,
+                 "the same at the host the web SDK calls", AppCheckEndpoints.exchangeDebugToken),
+        RouteRow("POST", "/firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeRecaptchaEnterpriseToken", .apiKey, .json, .offload,
+                 "a reCAPTCHA token the emulator minted (`{recaptchaEnterpriseToken}`, single use) → an App Check token `{token, ttl}`",
+                 AppCheckEndpoints.exchangeRecaptcha(field: "recaptchaEnterpriseToken", provider: "recaptcha_enterprise")),
+        RouteRow("POST", "/firebaseappcheck.googleapis.com/v1/projects/{project}/apps/{app}:exchangeRecaptchaV3Token", .apiKey, .json, .offload,
+                 "the same for `{recaptchaV3Token}`", AppCheckEndpoints.exchangeRecaptcha(field: "recaptchaV3Token", provider: "recaptcha_v3")),
+        RouteRow("GET", "/firebaseappcheck.googleapis.com/v1/jwks", .open, .none, .bulk,
+                 "the App Check keys (JWKS, RS256)", AppCheckEndpoints.jwks),
+        RouteRow("GET", "/fpnv.googleapis.com/v1beta/jwks", .open, .none, .bulk,
+                 "the Phone Number Verification keys (JWKS, ES256)", PNVTokens.jwks),
 
         // The provider page the SDKs open for popup, redirect and mobile provider sign-ins (ProviderPage.swift).
         RouteRow("GET", "/emulator/auth/handler", .open, .none, .bulk,

@@ -66,4 +66,8 @@ extension AuthError.Code {
     public static let routeNotFound = Self("route-not-found")
     public static let methodNotAllowed = Self("method-not-allowed")
     public static let internalFailure = Self("internal-failure")
+    /// App Check `ENFORCED`: a client call without a valid `X-Firebase-AppCheck` token.
+    public static let appCheckTokenInvalid = Self("app-check-token-invalid")
+    /// An App Check exchange (debug token, reCAPTCHA) that does not attest the app.
+    public static let appAttestationFailed = Self("app-attestation-failed")
 }

@@ -74,6 +74,8 @@ public enum EventPayload: Sendable, Equatable {
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
     /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
     case sessionCookieCreated(uid: String, expiresIn: Int64)
+    /// A client call's App Check token, checked under `UNENFORCED` or `ENFORCED` (`outcome` verified/missing/invalid).
+    case appCheckChecked(outcome: String, appId: String?, refused: Bool, method: String)
     /// The project (or tenant) was reset to its starting state, or restored from the named snapshot (Snapshots.swift).
     case projectReset(snapshot: String?)
     /// This subscriber missed `count` events (the ring overwrote them before it read them).
@@ -107,6 +109,7 @@ public enum EventPayload: Sendable, Equatable {
         case .oobSent: "oob.sent"
         case .blockingFunctionCalled: "blockingFunction.called"
         case .sessionCookieCreated: "sessionCookie.created"
+        case .appCheckChecked: "appCheck.checked"
         case .projectReset: "project.reset"
         case .dropped: "dropped"
         }
@@ -117,7 +120,7 @@ public enum EventPayload: Sendable, Equatable {
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.linked", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "recaptcha.assessed", "sms.delivery", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
+        "oob.sent", "blockingFunction.called", "sessionCookie.created", "appCheck.checked", "project.reset", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -199,6 +202,10 @@ public enum EventPayload: Sendable, Equatable {
             string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
             string("uid", uid); int("expiresIn", seconds)
+        case .appCheckChecked(let outcome, let appId, let refused, let method):
+            string("outcome", outcome); optional("appId", appId)
+            key("refused"); out.append(contentsOf: (refused ? "true" : "false").utf8)
+            string("method", method)
         case .projectReset(let snapshot):
             optional("snapshot", snapshot)
         case .dropped(let count):
@@ -602,6 +609,7 @@ extension EventPayload {
         case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
         case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)
         case .projectReset(let snapshot): return o(snapshot)
+        case .appCheckChecked(let outcome, let appId, _, let method): return s(outcome) + o(appId) + s(method)
         }
     }
 }

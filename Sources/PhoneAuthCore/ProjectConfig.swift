@@ -92,6 +92,10 @@ public struct ProjectConfig: Sendable, Equatable {
     public var events = EventsPushConfig()
     /// `idpConfigs` (IdpConfigs.swift): federated providers' configurations, in creation order.
     public var idpConfigs: [IdpConfig] = []
+    /// `appCheck` (Attestation.swift): App Check enforcement for the client calls, token lifetime, registered apps.
+    public var appCheck = AppCheckConfig()
+    /// `phoneNumberVerification` (Attestation.swift): numbers Firebase PNV test tokens are issued for.
+    public var pnv = PNVConfig()
     /// `recaptchaConfig` (SMSDefense.swift): reCAPTCHA SMS defense, production's shape.
     public var recaptcha = RecaptchaSettings()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
@@ -134,6 +138,8 @@ public struct ProjectConfig: Sendable, Equatable {
         o["blockingFunctions"] = blockingFunctions.json
         o["events"] = events.json
         if !idpConfigs.isEmpty { o["idpConfigs"] = idpConfigsJSON }
+        o["appCheck"] = appCheck.json
+        o["phoneNumberVerification"] = pnv.json
         return .object(o)
     }
 
@@ -181,6 +187,8 @@ public struct ProjectConfig: Sendable, Equatable {
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
             case "events": try events.apply(v, path: p)
             case "idpConfigs": idpConfigs = try Self.parseIdpConfigs(v, path: p)
+            case "appCheck": try appCheck.apply(v, path: p)
+            case "phoneNumberVerification": try pnv.apply(v, path: p)
             case "tenants":
                 for (k2, v2) in try Self.object(v, p) {
                     let p2 = Self.join(p, k2)
@@ -356,6 +364,12 @@ public struct ProjectConfig: Sendable, Equatable {
             throw ConfigError(path: p, message: "must be an integer, not \(v.typeName == "number" ? "a fraction or a huge number" : v.typeName)")
         }
         return Int(n)
+    }
+    /// One of an enum's values, case-insensitively ("must be "A", "B" or "C"" otherwise).
+    static func choice<E: RawRepresentable & CaseIterable>(_ v: JSON, _ p: String) throws(ConfigError) -> E where E.RawValue == String {
+        if let s = v.stringValue, let e = E(rawValue: s.uppercased()) { return e }
+        let names = E.allCases.map { "\"\($0.rawValue)\"" }
+        throw ConfigError(path: p, message: "must be " + names.dropLast().joined(separator: ", ") + " or " + (names.last ?? ""))
     }
     static func nonNegative(_ v: JSON, _ p: String) throws(ConfigError) -> Int {
         let n = try int(v, p)

@@ -73,11 +73,7 @@ public struct ProtectionConfig: Sendable, Equatable {
         for (k, v2) in try ProjectConfig.object(v, path) {
             let p = ProjectConfig.join(path, k)
             switch k {
-            case "mode":
-                guard let s = v2.stringValue, let m = Mode(rawValue: s.uppercased()) else {
-                    throw ConfigError(path: p, message: "must be \"AUTO\", \"ON\" or \"OFF\"")
-                }
-                mode = m
+            case "mode": mode = try ProjectConfig.choice(v2, p)
             case "failedCodesPerIp": failedCodesPerIp = try ProjectConfig.parseLimit(v2, base: failedCodesPerIp, path: p)
             case "failedCodesPerPhoneNumber":
                 failedCodesPerPhoneNumber = try ProjectConfig.parseLimit(v2, base: failedCodesPerPhoneNumber, path: p)

@@ -86,6 +86,8 @@ public struct CredentialState: Sendable {
     public var receipts = ExpiringTable<String>(capacity: maxReceipts)
     /// receipt → the push that carried it
     public var pushes = ExpiringTable<PushNotification>(capacity: maxPushes)
+    /// App Check outcomes of client calls (`GET …/appCheck`).
+    public var appCheck = AppCheckMetrics()
 }
 
 extension Emulator {

@@ -121,10 +121,11 @@ public enum PhoneAuthServer {
                 throw StartError("--export-root \(root) is not an existing directory")
             }
         }
+        let attestation = try loadAttestationKeys(dataDir, clock: clock)
         let app = PhoneAuthApp(emulator: emulator, tokens: tokens, signingPool: pool, apiKeyProjects: settings.apiKeys,
                                logger: logger, saveSigningKey: saveKey, adminToken: settings.adminToken,
                                exportRoot: settings.exportRoot, boundary: settings.boundary,
-                               blocking: BlockingCalls(timeoutMillis: settings.blockingTimeoutMillis))
+                               blocking: BlockingCalls(timeoutMillis: settings.blockingTimeoutMillis), attestation: attestation)
         if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
             // No key yet: generate it in the background while the server starts listening. Without a key nothing can
             // be signed: the process exits (code 1), as it would have at start.
@@ -188,6 +189,22 @@ public enum PhoneAuthServer {
             try emulator.adoptBaseline(from: scratch)
         } catch {
             throw StartError("cannot record the starting state of \(dir): \(error)")
+        }
+    }
+
+    /// The App Check and PNV key sets: the data directory's (newest first), each key stored there before it signs;
+    /// without a data directory they are made on first use and live as long as the process.
+    private static func loadAttestationKeys(_ dataDir: DataDirectory?, clock: EmulatorClock) throws(StartError) -> AttestationKeys {
+        guard let dataDir else { return AttestationKeys(clock: clock) }
+        do {
+            let keep = TokenService.maxPublishedKeys
+            let appCheck = try AttestationKeys.loadAppCheck(Array(try dataDir.attestationKeys(kind: AttestationKeys.Kind.appCheck.rawValue).prefix(keep)), clock: clock)
+            let pnv = try AttestationKeys.loadPNV(Array(try dataDir.attestationKeys(kind: AttestationKeys.Kind.pnv.rawValue).prefix(keep)))
+            return AttestationKeys(appCheck: appCheck, pnv: pnv, clock: clock) { kind, kid, pem in
+                try dataDir.saveAttestationKey(kind: kind.rawValue, kid: kid, pem: pem, keepNewest: keep)
+            }
+        } catch {
+            throw StartError("cannot read the App Check / PNV keys of \(dataDir.path): \(error)", exitCode: 1)
         }
     }
 

@@ -72,6 +72,8 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                     local_id TEXT NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS refresh_tokens_by_user ON refresh_tokens (project, tenant, local_id);
                 CREATE TABLE IF NOT EXISTS signing_keys (kid TEXT PRIMARY KEY, pem TEXT NOT NULL, created INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS attestation_keys (kind TEXT NOT NULL, kid TEXT NOT NULL, pem TEXT NOT NULL,
+                    created INTEGER NOT NULL, PRIMARY KEY (kind, kid)) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');
                 """)
             let format = try conn.query("SELECT value FROM meta WHERE key = 'format'").first?.first?.text
@@ -249,6 +251,34 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                 let order = newest == Int64.min ? created : max(created, newest &+ 1)
                 try c.run("INSERT OR REPLACE INTO signing_keys (kid, pem, created) VALUES (?, ?, ?)", [.text(kid), .text(pem), .int(order)])
                 if let keepNewest { try Self.prune(c, keepNewest) }
+                try c.run("COMMIT", [])
+            } catch {
+                try? c.exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// The App Check or Phone Number Verification keys (`kind`) as PEM, newest first.
+    public func attestationKeys(kind: String) throws -> [String] {
+        try withConnection { c in
+            try c.query("SELECT pem FROM attestation_keys WHERE kind = ? ORDER BY created DESC, kid", [.text(kind)]).compactMap { $0[0].text }
+        }
+    }
+
+    /// Stores an App Check or PNV key as the newest of its kind and keeps only the `keepNewest` newest of that kind
+    /// (in one transaction, like `saveSigningKey`).
+    public func saveAttestationKey(kind: String, kid: String, pem: String, keepNewest: Int) throws {
+        try withConnection { c in
+            try c.run("BEGIN IMMEDIATE", [])
+            do {
+                let newest = try c.query("SELECT MAX(created) FROM attestation_keys WHERE kind = ?", [.text(kind)]).first?.first?.int ?? 0
+                try c.run("INSERT OR REPLACE INTO attestation_keys (kind, kid, pem, created) VALUES (?, ?, ?, ?)",
+                          [.text(kind), .text(kid), .text(pem), .int(newest &+ 1)])
+                try c.run("""
+                    DELETE FROM attestation_keys WHERE kind = ?1 AND kid NOT IN
+                    (SELECT kid FROM attestation_keys WHERE kind = ?1 ORDER BY created DESC, kid LIMIT ?2)
+                    """, [.text(kind), .int(Int64(max(1, keepNewest)))])
                 try c.run("COMMIT", [])
             } catch {
                 try? c.exec("ROLLBACK")

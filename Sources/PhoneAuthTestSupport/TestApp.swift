@@ -7,6 +7,8 @@ import PhoneAuthCore
 /// One RSA-2048 signing key for the whole test run (generating one takes 0.1–0.3 s).
 public enum TestKeys {
     public static let signingKey: SigningKey = { try! SigningKey(key: RSAKey.generate(bits: 2048), createdAt: 1_800_000_000) }()
+    /// The App Check key (a key of its own, as in production).
+    public static let appCheckKey: SigningKey = { try! SigningKey(key: RSAKey.generate(bits: 2048), createdAt: 1_800_000_000) }()
 }
 
 /// The app for project "demo-phone" (fictional +16505554567 → 123456) on `clock`, signing inline (no pool) with
@@ -15,7 +17,8 @@ public func makeTestApp(clock: EmulatorClock = EmulatorClock(fixedAtMillis: test
                         signing: TokenSigningMode = .rs256, logger: Logger = .quiet) -> PhoneAuthApp {
     let emulator = makeTestEmulator(projectId: "demo-phone", clock: clock, seed: seed, logger: logger)
     return PhoneAuthApp(emulator: emulator, tokens: TokenService(mode: signing, initialKey: signing == .rs256 ? TestKeys.signingKey : nil),
-                        signingPool: nil, logger: logger)
+                        signingPool: nil, logger: logger,
+                        attestation: AttestationKeys(appCheck: [TestKeys.appCheckKey], clock: clock))
 }
 
 /// Drives an app's responder with raw requests (no sockets). A test case adopts it by having an `app`.
@@ -38,6 +41,16 @@ extension AppCalling {
     /// `POST /identitytoolkit.googleapis.com/v1/accounts:<op>?key=fake-api-key`.
     public func itk(_ op: String, _ body: String) -> (Int, JSON) {
         call("POST", "/identitytoolkit.googleapis.com/v1/accounts:\(op)?key=fake-api-key", body)
+    }
+
+    /// The events of a `…/events?format=jsonl&follow=false…` target, read to the end.
+    public func eventLines(_ target: String) -> [JSON] {
+        let resp = app.respond(to: HTTPRequest(method: "GET", target: target, headers: HTTPHeaders()), context: .detached)
+        guard let source = resp?.stream?.source else { return [] }
+        source.attach {}
+        var out: [UInt8] = []
+        while source.pull(into: &out, limit: 1 << 20) == .more {}
+        return String(decoding: out, as: UTF8.self).split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
     }
 
     /// The Google error message of an answer, if any.

@@ -150,3 +150,48 @@ def test_foreign_origin_page_cannot_drive_the_emulator_api(browser, emu):
     assert out["inboxStatus"] != 200 and out["patchStatus"] != 200, out
     assert emu.session.get(emu.url + "/emulator/v1/projects/demo-phone/config").json() == before
     assert emu.session.get(emu.url + "/emulator/v1/clock").json()["offsetSeconds"] == 0
+
+
+APP_CHECK_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><script type="importmap">{"imports": %(imports)s}</script></head>
+<body><pre id="out">running</pre>
+<script type="module">
+import { initializeApp, _registerComponent } from "@firebase/app";
+import { Component } from "@firebase/component";
+import { initializeAuth, inMemoryPersistence, connectAuthEmulator, signInAnonymously } from "@firebase/auth";
+const emulator = %(emulator)s;
+const out = {};
+// What the App Check SDK registers: Auth asks it for a token before every call and sends it as X-Firebase-AppCheck.
+let token = null;
+_registerComponent(new Component("app-check-internal", () => ({ getToken: async () => ({ token }) }), "PUBLIC"));
+const auth = initializeAuth(initializeApp({ apiKey: "fake-api-key", projectId: "demo-phone" }), { persistence: inMemoryPersistence });
+connectAuthEmulator(auth, emulator, { disableWarnings: true });
+try { await signInAnonymously(auth); out.without = "signed in"; } catch (e) { out.without = String(e && e.code || e); }
+const r = await fetch(emulator + "/emulator/v1/projects/demo-phone/appCredentials", { method: "POST", body: JSON.stringify({ type: "APP_CHECK" }) });
+token = (await r.json()).token;
+try { const c = await signInAnonymously(auth); out.with = c.user.uid ? "signed in" : "?"; } catch (e) { out.with = String(e && e.code || e); }
+document.getElementById("out").textContent = JSON.stringify(out);
+</script></body></html>
+"""
+
+
+def test_sdk_under_app_check_enforcement(browser):
+    """The JS SDK's Auth sends App Check's token on every call; with ENFORCED, no token is refused and the SDK raises
+    auth/firebase-app-check-token-is-invalid, as apps see it from production."""
+    e = Emulator()
+    try:
+        import requests
+        assert requests.patch(e.url + "/emulator/v1/projects/demo-phone/config", json={"appCheck": {"enforcement": "ENFORCED"}}).status_code == 200
+        server = serve("127.0.0.1", APP_CHECK_PAGE % {"imports": json.dumps(IMPORTS), "emulator": json.dumps(e.url)})
+        try:
+            browser.get(f"http://localhost:{server.server_address[1]}/")
+            WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "out").text != "running")
+            out = json.loads(browser.find_element("id", "out").text)
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert out == {"without": "auth/firebase-app-check-token-is-invalid", "with": "signed in"}, out
+        metrics = requests.get(e.url + "/emulator/v1/projects/demo-phone/appCheck").json()["metrics"]
+        assert metrics["refused"] == 1 and metrics["verified"] >= 1, metrics
+    finally:
+        e.stop()

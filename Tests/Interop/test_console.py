@@ -487,3 +487,29 @@ def test_users_show_providers_and_a_test_provider_user_signs_in(browser, emu, ev
     browser.find_element(By.CSS_SELECTOR, "#idp-form button").click()
     WebDriverWait(browser, WAIT).until(lambda d: "provider id" in d.find_element(By.CSS_SELECTOR, "#idp-signin [data-error]").text)
     assert problems(browser, events_available) == []
+
+
+@browser_only
+def test_keys_view_mints_app_check_and_pnv_tokens(browser, emu, events_available):
+    """The Keys view mints an App Check token and a PNV token; both are the emulator's, in production's form."""
+    from selenium.webdriver.support.ui import Select
+    open_view(browser, emu, "keys")
+    view_ready(browser, "keys")
+    WebDriverWait(browser, WAIT).until(lambda d: "App Check enforcement: OFF" in d.find_element(By.ID, "appcheck-status").text)
+
+    def mint(kind, **fields):
+        Select(browser.find_element(By.ID, "attest-type")).select_by_value(kind)
+        for name, value in fields.items():
+            el = browser.find_element(By.ID, f"attest-{name}")
+            el.clear()
+            el.send_keys(value)
+        browser.find_element(By.CSS_SELECTOR, "#attest-form button").click()
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "attest-result").text.startswith(kind))
+        return browser.find_element(By.ID, "attest-token").get_attribute("value")
+
+    app_check = claims_of(mint("APP_CHECK", app="1:12345:android:beef"))
+    assert app_check["sub"] == "1:12345:android:beef" and app_check["iss"] == "https://firebaseappcheck.googleapis.com/12345"
+    fpnv = claims_of(mint("PNV", phone=FICTIONAL))
+    assert fpnv["sub"] == FICTIONAL and fpnv["iss"] == "https://fpnv.googleapis.com/projects/12345"
+    assert mint("RECAPTCHA").startswith("emu-recaptcha-")
+    assert problems(browser, events_available) == []

@@ -22,15 +22,7 @@ final class ResetSnapshotTests: EmulatorAPITestCase {
         (app.emulator.existingStore(StoreKey(projectId: "demo-phone", tenantId: tenant))?.read { Array($0.users.keys) } ?? []).sorted()
     }
 
-    func events(_ type: String) -> [JSON] {
-        let resp = app.respond(to: HTTPRequest(method: "GET", target: base + "/events?format=jsonl&follow=false&since=0&type=\(type)", headers: HTTPHeaders()),
-                               context: .detached)
-        guard let source = resp?.stream?.source else { return [] }
-        source.attach {}
-        var out: [UInt8] = []
-        while source.pull(into: &out, limit: 1 << 20) == .more {}
-        return String(decoding: out, as: UTF8.self).split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
-    }
+    func events(_ type: String) -> [JSON] { eventLines(base + "/events?format=jsonl&follow=false&since=0&type=\(type)") }
 
     /// A reset puts back the starting state (here: one seeded user, the config the project started with, no tenants),
     /// ends every session made since, clears codes and non-durable state, and keeps the event history with a

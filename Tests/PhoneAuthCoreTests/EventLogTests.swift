@@ -244,6 +244,9 @@ final class EventLogTests: XCTestCase {
              #""event":"beforeSignIn","uri":"http://h/f","durationMs":12,"outcome":"ok""#),
             (.sessionCookieCreated(uid: "u1", expiresIn: 300), #""uid":"u1","expiresIn":300"#),
             (.projectReset(snapshot: "seeded"), #""snapshot":"seeded""#),
+            (.appCheckChecked(outcome: "verified", appId: "1:12345:web:ab", refused: false, method: "accounts:signUp"),
+             #""outcome":"verified","appId":"1:12345:web:ab","refused":false,"method":"accounts:signUp""#),
+            (.appCheckChecked(outcome: "missing", appId: nil, refused: true, method: "token"), #""outcome":"missing","refused":true,"method":"token""#),
         ]
         var seen = Set<String>()
         for (n, (payload, fields)) in cases.enumerated() {
