@@ -183,6 +183,8 @@ public struct AuthStore: Sendable {
     public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
     /// mfaPendingCredential → who passed the first factor; expiring and capped (`Emulator.mfaPendingLifetimeMillis`).
     public var mfaPending = ExpiringTable<PendingMFA>(capacity: Emulator.maxMFAPending)
+    /// TOTP `sessionInfo` → the enrollment between start and finalize; expiring and capped (TOTP.swift).
+    public var totpEnrollments = ExpiringTable<PendingTOTPEnrollment>(capacity: TOTP.maxPendingEnrollments)
     /// Set for tenant stores: the tenant's settings.
     public var tenant: TenantSettings?
     /// Opt-in send limits' windows.

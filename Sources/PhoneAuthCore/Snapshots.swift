@@ -339,5 +339,6 @@ extension StoreTransaction {
         credentials = CredentialState()
         temporaryProofs.removeAll()
         mfaPending.removeAll()
+        totpEnrollments.removeAll()
     }
 }

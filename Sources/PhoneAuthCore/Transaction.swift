@@ -150,6 +150,10 @@ public struct StoreTransaction {
         get { p.pointee.mfaPending }
         nonmutating _modify { yield &p.pointee.mfaPending }
     }
+    public var totpEnrollments: ExpiringTable<PendingTOTPEnrollment> {
+        get { p.pointee.totpEnrollments }
+        nonmutating _modify { yield &p.pointee.totpEnrollments }
+    }
     public var nextSequence: UInt64 {
         get { p.pointee.nextSequence }
         nonmutating _modify { yield &p.pointee.nextSequence }
