@@ -522,11 +522,16 @@ extension Emulator {
 
     /// `OPERATION_NOT_ALLOWED : SMS based MFA not enabled.` when the project or tenant has SMS MFA off (reads only).
     public func checkMFAEnabled(_ key: StoreKey) throws(AuthError) {
-        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : ($0.config.mfa.smsEnabled ? 0 : 2) }) {
+        try checkMFAProvider(key, Self.mfaDisabled) { $0.smsEnabled }
+    }
+
+    /// `PROJECT_DISABLED` for a disabled tenant, else `off` unless `enabled` holds for the store's MFA config (reads only).
+    func checkMFAProvider(_ key: StoreKey, _ off: AuthError, _ enabled: (MFAConfig) -> Bool) throws(AuthError) {
+        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : (enabled($0.config.mfa) ? 0 : 2) }) {
             if s == 1 { throw AuthError(.projectDisabled) }
-            if s == 2 { throw Self.mfaDisabled }
-        } else if !config(key).mfa.smsEnabled {
-            throw Self.mfaDisabled
+            if s == 2 { throw off }
+        } else if !enabled(config(key).mfa) {
+            throw off
         }
     }
 
@@ -660,24 +665,35 @@ extension Emulator {
                 // SDK in testing mode): either proves the number is the user's.
                 (s.kind == .mfaEnrollment && s.owner == identity.localId) || (s.kind == .signIn && s.owner == nil)
             }
-            guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
-            let old = user
+            guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard !user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber }) else { throw Self.secondFactorExists }
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
-            var id = random.alphanumeric(28)
-            while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
-            user.mfaInfo.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now))
-            user.validSince = now / 1000
-            tx.save(user)
-            tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: session.phoneNumber))
-            tx.emitUserChanges(from: old, to: user)
-            let authTime = now / 1000
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
-                                                  secondFactorId: id)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: "phone"))
-            return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id)
+            return addSecondFactor(&tx, user, identity: identity, now: now) { id in
+                MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now)
+            }
         }
+    }
+
+    /// The end of an enrollment finalize (SMS and TOTP): `make` builds the factor with a fresh id; the user's older
+    /// sessions are revoked (`validSince`), `mfa.enrolled`, and tokens with the new second factor.
+    func addSecondFactor(_ tx: inout StoreTransaction, _ found: UserRecord, identity: TokenIdentity, now: Int64,
+                         _ make: (String) -> MFAEnrollment) -> MFATokens {
+        var user = found
+        var id = random.alphanumeric(28)
+        while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
+        let enrollment = make(id)
+        user.mfaInfo.append(enrollment)
+        user.validSince = now / 1000
+        tx.save(user)
+        tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: enrollment.phoneInfo))
+        tx.emitUserChanges(from: found, to: user)
+        let authTime = now / 1000, kind = enrollment.totp == nil ? nil : enrollment.factorId
+        let (token, record) = newRefreshToken(tx.key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
+                                              secondFactorId: id, secondFactor: kind)
+        tx.insertRefreshToken(token, record)
+        tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: enrollment.factorId))
+        return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id,
+                         secondFactor: kind)
     }
 
     /// `mfaEnrollment:withdraw`: removes one second factor (`MFA_ENROLLMENT_NOT_FOUND`) and issues fresh tokens

@@ -144,12 +144,7 @@ extension Emulator {
     /// `OPERATION_NOT_ALLOWED : TOTP based MFA not enabled.` when the project or tenant has no enabled TOTP provider
     /// config (`PROJECT_DISABLED` first for a disabled tenant); reads only.
     public func checkTOTPEnabled(_ key: StoreKey) throws(AuthError) {
-        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : ($0.config.mfa.totpEnabled ? 0 : 2) }) {
-            if s == 1 { throw AuthError(.projectDisabled) }
-            if s == 2 { throw Self.totpDisabled }
-        } else if !config(key).mfa.totpEnabled {
-            throw Self.totpDisabled
-        }
+        try checkMFAProvider(key, Self.totpDisabled) { $0.totpEnabled }
     }
 
     /// What `mfaEnrollment:start` answers for TOTP (`totpSessionInfo`).
@@ -214,25 +209,12 @@ extension Emulator {
                 tx.totpEnrollments.update(sessionInfo, now: now) { p in p.attemptsLeft = p.attemptsLeft.map { $0 - 1 } }
                 throw AuthError(.invalidCode)
             }
-            guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
+            guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
             _ = tx.totpEnrollments.take(sessionInfo, now: now)
-            let old = user
-            var id = random.alphanumeric(28)
-            while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
-            user.mfaInfo.append(MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: pending.secret, lastUsedStep: step),
-                                              displayName: displayName, enrolledAt: now))
-            user.validSince = now / 1000
-            tx.save(user)
-            tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: nil))
-            tx.emitUserChanges(from: old, to: user)
-            let authTime = now / 1000
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
-                                                  secondFactorId: id, secondFactor: "totp")
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: "totp"))
-            return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime,
-                             secondFactorId: id, secondFactor: "totp")
+            return addSecondFactor(&tx, user, identity: identity, now: now) { id in
+                MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: pending.secret, lastUsedStep: step), displayName: displayName, enrolledAt: now)
+            }
         }
     }
 

@@ -25,25 +25,9 @@ const phone = process.argv[2] || '+16505554567';
 const presetCode = process.argv[3] || null;
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-// Record every exchange the SDK makes (method, path, request body, status, response body) without changing it.
-const wire = [];
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (input, init = {}) => {
-  const u = new URL(typeof input === 'string' ? input : input.url);
-  const res = await realFetch(input, init);
-  const text = await res.clone().text();
-  const entry = { method: init.method || 'GET', path: u.pathname, body: init.body || null, status: res.status, response: text };
-  wire.push(entry);
-  if (process.env.WIRE_LOG) console.error(JSON.stringify(entry));
-  return res;
-};
-
-const failures = [];
-function expect(name, ok, detail) { if (!ok) failures.push({ name, detail }); }
-async function expectError(name, code, fn) {
-  try { await fn(); failures.push({ name, detail: `resolved; expected ${code}` }); return null; }
-  catch (e) { if (e.code !== code) failures.push({ name, detail: `got ${e.code}: ${e.message}; expected ${code}` }); return e; }
-}
+const { recordWire, expectations } = require('./driver.cjs');
+const { wire, realFetch } = recordWire();
+const { failures, expect, expectError } = expectations();
 
 const verifier = { type: 'recaptcha', verify: async () => 'fake-recaptcha-token', _reset() {} };
 

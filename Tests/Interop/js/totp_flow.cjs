@@ -25,24 +25,9 @@ const project = process.env.PROJECT_ID || 'demo-phone';
 const phone = '+16505554567';
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-const wire = [];
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (input, init = {}) => {
-  const u = new URL(typeof input === 'string' ? input : input.url);
-  const res = await realFetch(input, init);
-  const text = await res.clone().text();
-  const entry = { method: init.method || 'GET', path: u.pathname, body: init.body || null, status: res.status, response: text };
-  wire.push(entry);
-  if (process.env.WIRE_LOG) console.error(JSON.stringify(entry));
-  return res;
-};
-
-const failures = [];
-function expect(name, ok, detail) { if (!ok) failures.push({ name, detail }); }
-async function expectError(name, code, fn) {
-  try { await fn(); failures.push({ name, detail: `resolved; expected ${code}` }); return null; }
-  catch (e) { if (e.code !== code) failures.push({ name, detail: `got ${e.code}: ${e.message}; expected ${code}` }); return e; }
-}
+const { recordWire, expectations } = require('./driver.cjs');
+const { wire, realFetch } = recordWire();
+const { failures, expect, expectError } = expectations();
 
 async function emulator(method, p, body) {
   const r = await realFetch(`${url}/emulator/v1/${p}`, { method, headers: { 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
