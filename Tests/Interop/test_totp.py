@@ -90,6 +90,20 @@ def test_js_sdk_totp_flow_with_pyotp_and_the_helper(admin):
     assert [("totpInfo" in f, "phoneInfo" in f) for f in factors] == [(True, False), (False, True)]
     assert factors[0]["totpInfo"] == {} and factors[0]["mfaEnrollmentId"] == out["totpEnrollmentId"]
     assert factors[0]["displayName"] == "authenticator"
+    # Node firebase-admin (13.x) builds its TotpMultiFactorInfo from it, when its package is at hand.
+    node_admin = os.environ.get("FIREBASE_ADMIN_NODE_DIR")
+    if node_admin:
+        script = ("const p=require('path'),nm=p.join(process.argv[1],'node_modules');"
+                  "const {initializeApp}=require(p.join(nm,'firebase-admin/lib/app/index.js'));"
+                  "const {getAuth}=require(p.join(nm,'firebase-admin/lib/auth/index.js'));"
+                  "getAuth(initializeApp({projectId:'demo-phone'})).getUser(process.argv[2]).then(u=>"
+                  "console.log(JSON.stringify(u.multiFactor.enrolledFactors.map(f=>f.toJSON()))))")
+        r = subprocess.run(["node", "-e", script, node_admin, out["uid"]], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "FIREBASE_AUTH_EMULATOR_HOST": emu.host_port})
+        assert r.returncode == 0, r.stderr
+        enrolled = json.loads(r.stdout)
+        assert [f["factorId"] for f in enrolled] == ["totp", "phone"], enrolled
+        assert enrolled[0]["uid"] == out["totpEnrollmentId"] and enrolled[0]["displayName"] == "authenticator"
 
 
 def test_totp_over_http_in_productions_shapes(fresh):
