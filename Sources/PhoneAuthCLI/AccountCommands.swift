@@ -336,6 +336,6 @@ extension Commands {
             ("sign_in_second_factor", factor ?? "(missing)"), ("second_factor_identifier", identifier ?? "(missing)"),
             ("ID token", idToken), ("refresh token", r.tokens["refreshToken"]?.stringValue ?? ""),
         ])
-        if factor != "phone" { s.failed = true }
+        if factor != "phone" && factor != "totp" { s.failed = true }
     }
 }

@@ -187,3 +187,32 @@ def test_data_dir_and_export_import_carry_the_secret(tmp_path):
         assert claims_of(r.json()["idToken"])["firebase"]["sign_in_second_factor"] == "totp"
     finally:
         assert c.stop() == 0
+
+
+def test_cli_enrolls_and_signs_in_with_a_totp_factor(fresh):
+    emu = fresh()
+    enable_totp(emu)
+
+    def ok(*args):
+        r = run(emu, *args, "--json")
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        return json.loads(r.stdout)
+
+    uid = ok("users", "create", "--email", "c@example.com", "--password", "secret123", "--email-verified")["localId"]
+    enrolled = ok("mfa", "enroll", "--email", "c@example.com", "--password", "secret123", "--totp", "--display-name", "app")
+    assert enrolled["mfaEnrollment"]["totpInfo"] == {} and enrolled["mfaEnrollment"]["displayName"] == "app"
+    secret = pyotp.TOTP(enrolled["sharedSecretKey"])
+    # Right after enrolling the step is spent: the helper says so and the CLI refuses to use it.
+    r = run(emu, "mfa", "sign-in", "--email", "c@example.com", "--password", "secret123")
+    assert r.returncode != 0 and "already used" in r.stderr, (r.stdout, r.stderr)
+    next_step(emu)
+    signed = ok("mfa", "sign-in", "--email", "c@example.com", "--password", "secret123")
+    assert signed["signInSecondFactor"] == "totp" and signed["secondFactorIdentifier"] == enrolled["mfaEnrollment"]["mfaEnrollmentId"]
+    next_step(emu)
+    # --code with pyotp's code works too.
+    signed = ok("mfa", "sign-in", "--email", "c@example.com", "--password", "secret123", "--code", secret.at(now(emu)))
+    assert signed["signInSecondFactor"] == "totp"
+    listed = ok("mfa", "list", uid)["mfaInfo"]
+    assert len(listed) == 1 and "totpInfo" in listed[0]
+    ok("mfa", "unenroll", uid, listed[0]["mfaEnrollmentId"])
+    assert ok("mfa", "list", uid)["mfaInfo"] == []
