@@ -14,14 +14,14 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // SQLite 3 through the system library (libsqlite3-dev), for --data-dir.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // JSON, logging, base64url, small helpers shared by every layer.
-        .target(name: "EmulatorSupport"),
+        // JSON, logging, base64url, files, the system's random bytes: small helpers shared by every layer.
+        .target(name: "EmulatorSupport", dependencies: ["CSystem"]),
         // RS256 signing and verification, X.509 and JWKS on OpenSSL's EVP API.
         .target(name: "JWT", dependencies: ["COpenSSL", "EmulatorSupport"]),
         // HTTP/1.1 over epoll; knows nothing of Firebase.
         .target(name: "HTTPServer", dependencies: ["CSystem", "EmulatorSupport"]),
-        // The domain: phone numbers, sessions, users, config, errors, clock. No sockets, no OpenSSL.
-        .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport", "CSystem"]),
+        // The domain: phone numbers, sessions, users, config, errors, clock. No sockets, no OpenSSL, no C.
+        .target(name: "PhoneAuthCore", dependencies: ["EmulatorSupport"]),
         // Durable state: the SQLite journal behind --data-dir.
         .target(name: "PhoneAuthStorage", dependencies: ["CSQLite", "CSystem", "PhoneAuthCore", "EmulatorSupport"]),
         // Routes and handlers: the Firebase wire surface.

@@ -175,15 +175,6 @@ unsigned long long csys_monotonic_ns(void) {
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t stack_size) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    if (stack_size > 0) pthread_attr_setstacksize(&attr, stack_size);
-    int rc = pthread_create(thread, &attr, fn, arg);
-    pthread_attr_destroy(&attr);
-    return rc;
-}
-
 // MARK: io_uring sends (see CSystem.h)
 
 #include <linux/io_uring.h>

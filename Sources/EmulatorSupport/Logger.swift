@@ -147,8 +147,6 @@ public struct Logger: Sendable {
         self.sink = sink
     }
 
-    public func isEnabled(_ l: LogLevel) -> Bool { l >= level }
-
     public func log(_ l: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [(String, String)] = []) {
         guard l >= level else { return }
         let ts = Timestamp.rfc3339(millis: Timestamp.systemMillis())

@@ -42,7 +42,8 @@ public struct ConnectionPolicy: Sendable {
     /// Unread output of all connections together (see `OutputBudget`): while this much is held, connections holding
     /// 16 KiB or more are not read until their clients read; 0: no budget.
     public var outputBudgetBytes = 64 << 20
-    /// The response for an HTTP-level failure (400, 408, 411, 413, 431, 505); the connection closes after it.
+    /// The response for an HTTP-level failure (400, 408, 411, 413, 431, 505, and 503 to a connection over a cap); the
+    /// connection closes after it.
     public var renderError: @Sendable (HTTPParseError) -> HTTPResponse = ConnectionPolicy.defaultErrorResponse
     public init() {}
 
@@ -84,6 +85,8 @@ final class EventLoop: @unchecked Sendable {
     private let listenFD: Int32
     private let responder: any HTTPResponder
     private let config: ConnectionState.Config
+    /// The answer to a connection over a cap (`HTTPParseError.tooManyConnections` as the policy renders it), whole.
+    private let refusal: [UInt8]
     private let logger: Logger
     private let admission: ConnectionAdmission
     private let budget: OutputBudget
@@ -170,6 +173,9 @@ final class EventLoop: @unchecked Sendable {
         self.listenFD = listenFD
         self.responder = responder
         self.config = ConnectionState.Config(policy, budget: budget)
+        var refusal: [UInt8] = []
+        policy.renderError(.tooManyConnections).serialize(into: &refusal, keepAlive: false, versionMinor: 1, headOnly: false)
+        self.refusal = refusal
         self.logger = logger
         actions.reserveCapacity(8)
         self.batchSends = batchSends
@@ -512,15 +518,10 @@ final class EventLoop: @unchecked Sendable {
         drive(c, .opened, now: now)
     }
 
-    private static let refusal: [UInt8] = {
-        let body = #"{"error":{"code":503,"message":"Too many connections from this address.","errors":[{"message":"Too many connections from this address.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#
-        return Array("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
-    }()
-
     /// Over a connection cap: a best-effort 503 (one non-blocking send) and close, so the client fails fast instead of
     /// waiting in the backlog.
     private func refuse(_ fd: Int32, _ peer: PeerAddress, _ verdict: ConnectionAdmission.Verdict, now: UInt64) {
-        _ = Self.refusal.withUnsafeBytes { Posix.send(fd, $0) }
+        _ = refusal.withUnsafeBytes { Posix.send(fd, $0) }
         shutdown(fd, Int32(SHUT_WR))
         close(fd)
         if let held = admission.refusedWarning.shouldLog(now: now) {

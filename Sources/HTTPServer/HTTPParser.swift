@@ -14,6 +14,8 @@ public struct HTTPParseError: Error, Sendable, Equatable {
     public static let chunkedNotSupported = HTTPParseError(status: 411, message: "Chunked request bodies are not supported; send Content-Length.")
     public static let versionNotSupported = HTTPParseError(status: 505, message: "HTTP version not supported.")
     public static let timeout = HTTPParseError(status: 408, message: "Request timeout.")
+    /// A connection over a connection cap (in all, or per peer): answered at once and closed, never read.
+    public static let tooManyConnections = HTTPParseError(status: 503, message: "Too many connections from this address.")
 }
 
 public struct HTTPLimits: Sendable {

@@ -37,6 +37,11 @@ enum BatchAccounts {
         return Reply(.object(o))
     }
 
+    /// `accounts:query`'s `sortBy` (Identity Toolkit's `SortByField`); anything else sorts by uid, as before.
+    enum QuerySort: String {
+        case userId = "USER_ID", name = "NAME", createdAt = "CREATED_AT", lastLoginAt = "LAST_LOGIN_AT", userEmail = "USER_EMAIL"
+    }
+
     static func query(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.readStoreKey()
         var users = app.emulator.existingStore(key)?.read { Array($0.users.values) } ?? []
@@ -53,12 +58,12 @@ enum BatchAccounts {
                     || (u.phoneNumber.map { phones.contains($0) } ?? false)
             }
         }
-        switch try call.string("sortBy") ?? "USER_ID" {
-        case "NAME": users.sort { ($0.displayName ?? "", $0.localId) < ($1.displayName ?? "", $1.localId) }
-        case "CREATED_AT": users.sort { ($0.createdAt, $0.localId) < ($1.createdAt, $1.localId) }
-        case "LAST_LOGIN_AT": users.sort { ($0.lastLoginAt ?? 0, $0.localId) < ($1.lastLoginAt ?? 0, $1.localId) }
-        case "USER_EMAIL": users.sort { ($0.email ?? "", $0.localId) < ($1.email ?? "", $1.localId) }
-        default: users.sort { $0.localId < $1.localId }
+        switch QuerySort(rawValue: try call.string("sortBy") ?? "") ?? .userId {
+        case .name: users.sort { ($0.displayName ?? "", $0.localId) < ($1.displayName ?? "", $1.localId) }
+        case .createdAt: users.sort { ($0.createdAt, $0.localId) < ($1.createdAt, $1.localId) }
+        case .lastLoginAt: users.sort { ($0.lastLoginAt ?? 0, $0.localId) < ($1.lastLoginAt ?? 0, $1.localId) }
+        case .userEmail: users.sort { ($0.email ?? "", $0.localId) < ($1.email ?? "", $1.localId) }
+        case .userId: users.sort { $0.localId < $1.localId }
         }
         if try call.string("order") == "DESC" { users.reverse() }
         let offset = Int(try call.int("offset") ?? 0)

@@ -99,13 +99,7 @@ public final class BlockingCalls: Sendable {
             // the first key) counts against its first call's deadline.
             let queued = QueuedFlow(waited: max(0, now() - submitted))
             let reply: Reply = DurabilityScope.$current.withValue(scope) { QueuedFlow.$current.withValue(queued) {
-                do { return try work() } catch let e as AuthError {
-                    if e.code == .internalFailure { logger.error("internal error", [("error", e.description), ("at", e.origin)]) }
-                    return Self.reply(e)
-                } catch {
-                    logger.error("internal error", [("error", String(describing: error))])
-                    return Self.reply(AuthError.internalError())
-                }
+                do { return try work() } catch { return Reply(error: AuthError.answering(error, logger: logger)) }
             } }
             state.withLock { $0.inFlight -= 1 }
             complete(reply)
@@ -116,11 +110,6 @@ public final class BlockingCalls: Sendable {
     /// in the queue for a thread. Zero or less: the deadline passed before the call could start.
     func callBudget() -> Int64 {
         Int64(timeoutMillis) - (QueuedFlow.current?.takeWait() ?? 0)
-    }
-
-    static func reply(_ e: AuthError) -> Reply {
-        let w = e.wire
-        return Reply(w.json, status: w.http)
     }
 
     // MARK: the call
@@ -254,10 +243,6 @@ public final class BlockingCalls: Sendable {
         if type != .signIn { ctx.signInMethod = nil }
         _ = try invoke(app, key, ctx)
     }
-}
-
-extension HTTPClient {
-    static func monotonicMillis() -> Int64 { Int64(monotonicSeconds() * 1000) }
 }
 
 /// How long a deferred flow waited in the queue for a pool thread (`BlockingCalls.submit`): its first function call's

@@ -11,8 +11,11 @@ struct Call: Sendable {
     /// Authenticated with `Authorization: Bearer owner` (admin).
     let privileged: Bool
     var projectId: String
-    /// `/tenants/{t}/` from the path, if any.
+    /// `/tenants/{t}/` from the path, if any (validated).
     let pathTenant: String?
+    /// The route's path parameters, percent-decoded once by the router: what handlers read of the path (never
+    /// `request.path`, whose raw spelling may differ from what routed).
+    var params = PathParams()
     /// Came by a legacy v3 path (`Route.legacy`): replies carry `kind`.
     let legacy: Bool
     /// Admits the tenants this call names (validity, caps, `tenants.createOnFirstUse`).

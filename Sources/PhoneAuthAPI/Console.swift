@@ -21,7 +21,7 @@ enum Console {
 
     /// `GET /console/{file?}` (and `GET /console`): a file of the console; no file is `index.html`.
     static func asset(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let name = call.request.path == "/console" ? "" : (call.request.path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? "")
+        let name = call.params.file ?? ""
         return try serve(name.isEmpty ? "index.html" : name, call)
     }
 

@@ -198,11 +198,13 @@ enum CustomTokens {
 }
 
 extension AuthError {
-    /// A custom token from a web page whose origin the browser boundary does not allow (403, no CORS headers).
+    /// With `--admin-token` (the server is reachable by others), a custom token from another machine without the admin
+    /// token: minting a session for any uid is an administrator's power (403).
     static let customTokenNeedsAdminToken = AuthError(
         .permissionDenied,
         "Custom tokens are not verified here, so with --admin-token set signInWithCustomToken from another machine needs \"Authorization: Bearer <admin token>\" (loopback callers need nothing).")
 
+    /// A custom token from a web page whose origin the browser boundary does not allow (403, no CORS headers).
     static let customTokenOriginNotAllowed = AuthError(
         .permissionDenied,
         "Origin not allowed: custom tokens are not verified here (unsigned ones are accepted, RS256 signatures are not checked), so signInWithCustomToken is accepted only without an Origin or from http(s)://localhost, 127.0.0.1, [::1], the server's own address and origins added with --allow-origin.")

@@ -77,7 +77,7 @@ enum EmulatorAPI {
                 complete(Reply(render(session)))
             } else {
                 let e = AuthError.notFound("No verification code for \(phone) arrived within \(seconds) seconds.")
-                complete(Reply(e.wire.json, status: 404))
+                complete(Reply(error: e))
             }
         }
         // A client that goes away stops waiting at once (no waiter or timer outlives its connection).

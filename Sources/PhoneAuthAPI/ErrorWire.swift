@@ -38,6 +38,8 @@ struct ErrorWire: Sendable, Equatable {
 
     init(_ e: AuthError) {
         switch e.code {
+        // The server's fault (a blocking function that could not be used): the official emulator's InternalError.
+        case _ where e.serverFault: self.init(http: 500, reason: "backendError", message: e.description)
         // Request-level failures: free-text messages.
         case .malformedJSON: self.init(http: 400, reason: "parseError", message: "Invalid JSON payload received. \(e.detail ?? "")")
         case .invalidRequest: self.init(http: 400, reason: "invalid", message: e.detail ?? "Invalid argument.")
@@ -52,9 +54,6 @@ struct ErrorWire: Sendable, Equatable {
         // What the emulator does not do: the text alone (the official emulator's NotImplementedError; the JS SDK turns
         // it into `auth/<the-text-dashed>` there and here alike).
         case .notImplemented: self.init(http: 501, reason: "unimplemented", message: e.detail ?? "Not implemented.")
-        // A function that timed out, could not be reached or answered non-JSON: the official emulator's InternalError.
-        case .blockingFunctionErrorResponse where BlockingFunctions.isInternal(e.detail):
-            self.init(http: 500, reason: "backendError", message: e.description)
         // Google codes: `CODE : detail`, 400 unless the code says otherwise.
         default: self.init(http: Self.httpStatus(e.code), reason: Self.reason(e.code), message: e.description)
         }
@@ -96,10 +95,10 @@ struct ErrorWire: Sendable, Equatable {
         ]
     }
 
-    /// An HTTP-level failure (the HTTP server's parse errors, timeouts and limits) in the same envelope: the hook
+    /// An HTTP-level failure (the HTTP server's parse errors, timeouts, limits and connection caps) in the same envelope: the hook
     /// the API gives the server (`ConnectionPolicy.renderError`), which itself knows nothing of Google.
     static let renderParseError: @Sendable (HTTPParseError) -> HTTPResponse = { e in
-        let wire = ErrorWire(http: e.status, reason: "badRequest", message: e.message)
+        let wire = ErrorWire(http: e.status, reason: e.status == 503 ? "backendError" : "badRequest", message: e.message)
         return HTTPResponse(status: e.status, headers: [("Content-Type", "application/json; charset=utf-8")],
                             body: wire.json.serialized(), closeConnection: true)
     }
@@ -114,6 +113,26 @@ extension PhoneAuthApp {
 extension AuthError {
     /// The wire form of this error.
     var wire: ErrorWire { ErrorWire(self) }
+
+    /// What anything a handler throws answers — the one mapping, for the loop, the pools and deferred replies alike:
+    /// an `AuthError` as it is (an internal failure is also logged, with where it was raised), anything else logged
+    /// and answered as an internal error. `context`: log fields naming the request (printable).
+    static func answering(_ error: any Error, logger: Logger, context: [(String, String)] = []) -> AuthError {
+        if let e = error as? AuthError {
+            if e.code == .internalFailure { logger.error("internal error", context + [("error", e.description), ("at", e.origin)]) }
+            return e
+        }
+        logger.error("internal error", context + [("error", String(describing: error))])
+        return .internalError()
+    }
+}
+
+extension Reply {
+    /// An error's reply: its envelope and HTTP status (ErrorWire).
+    init(error e: AuthError) {
+        let w = e.wire
+        self.init(w.json, status: w.http)
+    }
 }
 
 extension AuthError.Code {

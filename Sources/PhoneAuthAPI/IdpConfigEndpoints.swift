@@ -115,8 +115,7 @@ enum IdpConfigEndpoints {
     }
 
     static func configId(_ call: Call, _ kind: IdpConfig.Kind) throws(AuthError) -> String {
-        // The path's last segment, percent-decoded (`{config}`).
-        guard let id = RouteTable.decodedSegments(call.request.path).last, !id.isEmpty else { throw AuthError(.missingProviderId) }
+        guard let id = call.params.config, !id.isEmpty else { throw AuthError(.missingProviderId) }
         guard IdpConfig.kind(of: id) == kind else { throw invalidId(kind) }
         return id
     }

@@ -182,7 +182,7 @@ enum OobInbox {
                 complete(Reply(render(code)))
             } else {
                 let e = AuthError.notFound("No out-of-band code for \(email.lowercased()) arrived within \(seconds) seconds.")
-                complete(Reply(e.wire.json, status: 404))
+                complete(Reply(error: e))
             }
         }
         if let waiter { call.onClose { waiter.cancel() } }

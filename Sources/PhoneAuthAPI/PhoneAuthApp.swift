@@ -154,15 +154,9 @@ public final class PhoneAuthApp: HTTPResponder {
             return nil
         } catch let r as ForeignOriginRefusal {
             return refuse(r.error, host: false, request, BoundaryHeaders(request.headers))
-        } catch let e as AuthError {
-            if e.code == .internalFailure {
-                logger.error("internal error", [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path)),
-                                                ("error", e.description), ("at", e.origin)])
-            }
-            return render(error: e, for: request)
         } catch {
-            logger.error("internal error", [("method", request.method), ("path", String(request.path)), ("error", String(describing: error))])
-            return render(error: .internalError(), for: request)
+            let context = [("method", WebBoundary.printable(request.method)), ("path", WebBoundary.printable(request.path))]
+            return render(error: AuthError.answering(error, logger: logger, context: context), for: request)
         }
     }
 
@@ -239,20 +233,21 @@ public final class PhoneAuthApp: HTTPResponder {
         }
         // Identifiers: validated and admitted here (path and body alike; body tenants in `Call.tenant()`).
         let pathTenant = try Identifiers.tenantID(route.params.tenant)
-        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), request, readOnly: route.readOnly)
+        try admitPathKey(StoreKey(projectId: try Identifiers.projectID(projectId), tenantId: pathTenant), route)
         var call = Call(request: request, query: query, body: body, apiKey: apiKey, privileged: privileged, projectId: projectId,
-                        pathTenant: pathTenant, legacy: route.legacy, emulator: emulator, complete: complete)
+                        pathTenant: pathTenant, params: route.params, legacy: route.legacy, emulator: emulator, complete: complete)
         call.foreignOrigin = foreignOrigin
         return call
     }
 
     /// A new project named by a path or `targetProjectId` must fit `--max-projects`; a path tenant must be allowed
     /// to exist (cap, `tenants.createOnFirstUse`). Writes create the store here, so the caps are exact; reads
-    /// (`RouteRow.readOnly`: every GET, and the POST lookups and queries) allocate nothing. The v2 tenant resource
-    /// routes answer `TENANT_NOT_FOUND` themselves.
-    func admitPathKey(_ key: StoreKey, _ request: HTTPRequest, readOnly: Bool) throws(AuthError) {
-        let create = !readOnly
-        if key.tenantId != nil && !request.path.hasPrefix("/identitytoolkit.googleapis.com/v2/") {
+    /// (`RouteRow.readOnly`: every GET, and the POST lookups and queries) allocate nothing. The v2 admin resources
+    /// (tenants, provider configurations) answer `TENANT_NOT_FOUND` themselves (`RouteRow.isTenantResource`: told by
+    /// the route's row, not by the request's raw path, which may spell the same route with percent-escapes).
+    func admitPathKey(_ key: StoreKey, _ route: Route) throws(AuthError) {
+        let create = !route.readOnly
+        if key.tenantId != nil && !route.row.isTenantResource {
             try emulator.admit(key, create: create)
         } else if key.projectId != emulator.defaultProjectId {
             try emulator.admit(StoreKey(projectId: key.projectId), create: create)

@@ -96,7 +96,7 @@ enum ProviderPage {
 
     /// `GET /emulator/auth/assets/{file}`: a script or style sheet of the pages (ETag; 304 on a match).
     static func asset(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        let name = call.request.path.split(separator: "/").last.map(String.init) ?? ""
+        let name = call.params.file ?? ""
         guard !name.hasSuffix(".html"), let file = ProviderPageAssets.files[name] else { throw AuthError(.routeNotFound) }
         let h = headers(csp: handlerCSP, cache: "no-cache") + [("ETag", file.etag)]
         if let inm = call.request.headers["if-none-match"], Console.matches(inm, file.etag) {

@@ -47,8 +47,8 @@ enum ResetEndpoints {
     }
 
     static func delete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
-        // The path's last segment, percent-decoded (`{snapshot}`), checked like a body's name.
-        try app.emulator.deleteSnapshot(call.projectId, name: try SnapshotRegistry.checkName(RouteTable.decodedSegments(call.request.path).last))
+        // `{snapshot}`, checked like a body's name.
+        try app.emulator.deleteSnapshot(call.projectId, name: try SnapshotRegistry.checkName(call.params.snapshot))
         return Reply(.object([:]))
     }
 }

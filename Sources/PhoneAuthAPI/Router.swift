@@ -66,7 +66,7 @@ struct PathParams: Sendable, Equatable {
     var project: String?
     /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
     var tenant: String?
-    /// `{file}`: a console file's name.
+    /// `{file}`: a console or provider page file's name.
     var file: String?
     /// `{snapshot}`: a snapshot's name (checked by its handler).
     var snapshot: String?
@@ -117,6 +117,9 @@ struct RouteRow: Sendable {
     let readOnly: Bool
     /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
     let doc: String
+    /// A v2 admin resource (`/v2/projects/{p}/tenants…`, a project's or tenant's provider configurations): its handler
+    /// answers `TENANT_NOT_FOUND` for a missing path tenant, so the path tenant is never created on first use.
+    var isTenantResource: Bool { template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") }
     let handler: Handler
 
     init(_ method: String, _ template: String, _ access: Access, _ body: BodyKind, _ run: Execution, v3: String? = nil,

@@ -131,12 +131,12 @@ public enum CustomClaims {
         "acr", "amr", "at_hash", "aud", "auth_time", "azp", "cnf", "c_hash", "exp", "firebase", "iat", "iss", "jti", "nbf", "nonce", "sub",
     ]
 
-    /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
-    /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
     /// The claims size limit, counted as JavaScript and firebase-tools count it (UTF-16 code units; never grapheme
     /// clusters, which would let one "character" of combining marks carry megabytes).
     public static let maxLength = 1000
 
+    /// Validates `customAttributes` text: ≤ 1000 characters (`CLAIMS_TOO_LARGE`), a JSON object (`INVALID_CLAIMS`),
+    /// no reserved names (`FORBIDDEN_CLAIM : <name>`). Returns the canonical text.
     public static func validate(_ text: String) throws(AuthError) -> String {
         guard text.utf16.count <= maxLength else { throw AuthError(.claimsTooLarge) }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
@@ -159,7 +159,6 @@ public enum UserFieldLimits {
     public static let photoUrl = 2048
     /// An imported `passwordHash` (base64 of a hash; scrypt's is 88 characters): at most 1024 (`INVALID_PASSWORD_HASH`).
     public static let passwordHash = 1024
-
 }
 
 /// Per-tenant settings (the v2 Tenant resource's fields we act on, plus whatever else was stored).
@@ -361,10 +360,6 @@ extension Emulator {
     public func tenantSettings(_ key: StoreKey) -> TenantSettings? {
         guard key.tenantId != nil else { return nil }
         return existingStore(key)?.read { $0.tenant }
-    }
-
-    public func setTenantSettings(_ key: StoreKey, _ settings: TenantSettings) throws(AuthError) {
-        try transaction(key) { tx throws(AuthError) in tx.setConfig(tx.store.config, tenant: settings) }
     }
 
     /// Read-modify-write of a tenant's config and settings in one transaction. `creating`: the tenant was just

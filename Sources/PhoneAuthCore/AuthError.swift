@@ -13,13 +13,18 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public let code: Code
     public let detail: String?
+    /// The failure is the server's or a service's it called, not the request's: the API answers 500 with this
+    /// error's `CODE : detail` whatever its code's own status (a blocking function that timed out, could not be
+    /// reached or answered non-JSON). A typed flag: nothing decides by the detail's text.
+    public let serverFault: Bool
     /// Where the error was raised (for logs and test failures; never sent).
     public let file: StaticString
     public let line: UInt
 
-    public init(_ code: Code, _ detail: String? = nil, file: StaticString = #fileID, line: UInt = #line) {
+    public init(_ code: Code, _ detail: String? = nil, serverFault: Bool = false, file: StaticString = #fileID, line: UInt = #line) {
         self.code = code
         self.detail = detail
+        self.serverFault = serverFault
         self.file = file
         self.line = line
     }

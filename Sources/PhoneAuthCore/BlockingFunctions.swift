@@ -286,7 +286,11 @@ public enum BlockingFunctions {
         }
     }
 
-    static func replyError(_ detail: String) -> AuthError { AuthError(.blockingFunctionErrorResponse, detail) }
+    /// `BLOCKING_FUNCTION_ERROR_RESPONSE : detail`; `serverFault`: the function could not be used at all (it timed out,
+    /// was unreachable or answered non-JSON), the official emulator's InternalError (500) rather than a 400.
+    static func replyError(_ detail: String, serverFault: Bool = false) -> AuthError {
+        AuthError(.blockingFunctionErrorResponse, detail, serverFault: serverFault)
+    }
 
     /// Parses a 2xx reply body (the official emulator's rules: `userRecord.updateMask` required when `userRecord` is
     /// present; `displayName`/`photoUrl` coerced to text; `disabled`/`emailVerified` truthiness; `customClaims`
@@ -295,7 +299,7 @@ public enum BlockingFunctions {
         let text = String(decoding: body, as: UTF8.self)
         let parsed: JSON
         do { parsed = try JSONParser.parse(text, maxDepth: 32) } catch {
-            throw AuthError(.blockingFunctionErrorResponse, "((Response body is not valid JSON.))")
+            throw replyError("((Response body is not valid JSON.))", serverFault: true)
         }
         var out = Outcome()
         guard case .object(let o) = parsed, let ur = o["userRecord"], ur != .null else { return out }
@@ -362,14 +366,10 @@ public enum BlockingFunctions {
         return replyError("((HTTP request to \(uri) returned HTTP error \(status): \(text)))")
     }
 
-    public static func deadlineExceeded(uri: String) -> AuthError { replyError("((Deadline exceeded making request to \(uri).))") }
-    public static func requestFailed(uri: String) -> AuthError { replyError("((Failed to make request to \(uri).))") }
-
-    /// Whether a `BLOCKING_FUNCTION_ERROR_RESPONSE` is the official emulator's InternalError (500) rather than a 400.
-    public static func isInternal(_ detail: String?) -> Bool {
-        guard let d = detail else { return false }
-        return d.hasPrefix("((Deadline exceeded") || d.hasPrefix("((Failed to make request") || d.hasPrefix("((Response body is not valid JSON")
+    public static func deadlineExceeded(uri: String) -> AuthError {
+        replyError("((Deadline exceeded making request to \(uri).))", serverFault: true)
     }
+    public static func requestFailed(uri: String) -> AuthError { replyError("((Failed to make request to \(uri).))", serverFault: true) }
 }
 
 extension ProjectConfig {

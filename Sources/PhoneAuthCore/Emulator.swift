@@ -25,13 +25,12 @@ public final class StoreBox: Sendable {
         self.events = events
         self.budgets = budgets
         self.userFields = userFields
-        var store = AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse)
-        store.implicitTenant = implicit && key.tenantId != nil
-        state = Locked(GuardedStore(store: store))
+        state = Locked(GuardedStore(store: AuthStore(config: config, tenant: key.tenantId == nil ? nil : TenantSettings.createdOnFirstUse,
+                                                     implicitTenant: implicit && key.tenantId != nil)))
     }
 
-    /// Raw exclusive access to the store, outside any transaction: nothing is journaled or rolled back. For
-    /// non-durable state and tests only; durable state changes go through `Emulator.transaction`.
+    /// Exclusive access to the store outside any transaction, for its non-durable state (tests): nothing is
+    /// journaled or rolled back, and the durable fields cannot be changed here (`AuthStore`: only a transaction can).
     public func withLock<T>(_ body: (inout AuthStore) throws(AuthError) -> T) throws(AuthError) -> T {
         try state.withLock { g throws(AuthError) -> T in try body(&g.store) }
     }
@@ -105,11 +104,7 @@ public final class StoreBox: Sendable {
                 return nil
             }
             let before = budgets.counts(g)
-            let (result, recorded) = withUnsafeMutablePointer(to: &g.store) { p in
-                var tx = StoreTransaction(box: self, store: p, refreshTokens: refreshTokens, journaled: committer != nil)
-                let r = Result<T, AuthError> { () throws(AuthError) -> T in try body(&tx) }
-                return (r, tx)
-            }
+            let (result, recorded) = StoreTransaction.run(on: &g.store, box: self, refreshTokens: refreshTokens, journaled: committer != nil, body)
             var tx = recorded
             if tx.removeStore {
                 g.removed = true
@@ -809,12 +804,6 @@ public final class Emulator: Sendable {
         }
     }
 
-    public func replaceConfig(_ key: StoreKey, _ config: ProjectConfig) throws(AuthError) {
-        try transaction(key) { tx throws(AuthError) in
-            tx.emitConfigChange(from: tx.store.config, to: config)
-            tx.setConfig(config)
-        }
-    }
 
     /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none
     /// (and is not created: reads never allocate).

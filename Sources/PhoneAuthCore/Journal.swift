@@ -12,7 +12,6 @@ public enum StateChange: Sendable {
     case configSaved(StoreKey, ProjectConfig, TenantSettings?)
     case storeDeleted(StoreKey)
     case refreshTokenSaved(String, RefreshTokenRecord)
-    case refreshTokensDeleted(StoreKey, localId: String?)
     case oobCodeSaved(StoreKey, OobCode)
     case oobCodeDeleted(StoreKey, String)
     case oobCodesCleared(StoreKey)
@@ -40,29 +39,4 @@ public struct StoreSnapshot: Sendable {
     public var sessions: [VerificationSession] = []
     public var oobCodes: [OobCode] = []
     public init(key: StoreKey) { self.key = key }
-}
-
-extension Emulator {
-    /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
-    public func restore(_ stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
-        for snap in stores {
-            let box = store(snap.key)
-            box.state.withLock { g in
-                let before = box.budgets.counts(g)
-                defer { box.budgets.add(from: before, to: g) }
-                // A tenant without a stored config or settings was created on first use (configuring one stores both).
-                g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
-                if let c = snap.config { g.store.config = c }
-                if let t = snap.tenant { g.store.tenant = t }
-                for u in snap.users { g.store.save(u) }
-                // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
-                for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
-                    g.store.sessions[sess.id] = sess
-                    g.store.nextSequence = max(g.store.nextSequence, sess.sequence + 1)
-                }
-                for code in snap.oobCodes.sorted(by: { $0.sequence < $1.sequence }) { g.store.oob.table.insert(code) }
-            }
-        }
-        restoreRefreshTokens(refreshTokens)
-    }
 }

@@ -130,7 +130,6 @@ public struct OobTable: Sendable {
 
 /// Out-of-band state of a store: the durable codes and the non-durable long-polls waiting for them.
 public struct OobState: Sendable {
-    public var table = OobTable()
     /// `oobCodes:wait` long-polls, by lowercased email.
     var waiters: [String: [InboxWaiter<OobCode>]] = [:]
     var waiterCount = 0
@@ -149,11 +148,11 @@ extension Emulator {
             try tx.checkTenantEnabled()
             try check(tx.store)
             var text = random.alphanumeric(Self.oobCodeLength)
-            while tx.store.oob.table[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
+            while tx.store.oobCodes[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
             // Expired codes at the front go first (amortized O(1)); the cap evicts the oldest live ones.
-            while let oldest = tx.store.oob.table.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
+            while let oldest = tx.store.oobCodes.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
             let c = OobCode(code: text, email: email.lowercased(), newEmail: newEmail?.lowercased(), requestType: type, link: link(text),
-                            createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oob.table.nextSequence)
+                            createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oobCodes.nextSequence)
             tx.save(c)
             tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
             if tx.store.oob.waiters[c.email] != nil { tx.onCommit { [self] in fireOobWaiters(box, c) } }
@@ -194,7 +193,7 @@ extension Emulator {
 
     /// A pending code: `INVALID_OOB_CODE` when unknown; `EXPIRED_OOB_CODE` (and deleted) when expired.
     func liveOobCode(_ tx: inout StoreTransaction, _ code: String, now: Int64) throws(AuthError) -> OobCode {
-        guard let c = tx.store.oob.table[code] else { throw AuthError(.invalidOobCode) }
+        guard let c = tx.store.oobCodes[code] else { throw AuthError(.invalidOobCode) }
         if now >= c.expiresAt {
             tx.deleteOobCode(code)
             throw AuthError(.expiredOobCode)
@@ -206,19 +205,19 @@ extension Emulator {
     /// official emulator's `fake-api-key`): `preferred` first, then every other project's store for that tenant.
     public func store(holdingOobCode code: String, tenantId: String?, preferred: String) -> StoreKey? {
         let first = StoreKey(projectId: preferred, tenantId: tenantId)
-        if existingStore(first)?.read({ $0.oob.table[code] != nil }) == true { return first }
-        return existingStores(tenantId: tenantId).first { $0.key != first && $0.read { $0.oob.table[code] != nil } }?.key
+        if existingStore(first)?.read({ $0.oobCodes[code] != nil }) == true { return first }
+        return existingStores(tenantId: tenantId).first { $0.key != first && $0.read { $0.oobCodes[code] != nil } }?.key
     }
 
     /// A pending (unexpired) code. Never creates a store.
     public func oobCode(_ key: StoreKey, code: String) -> OobCode? {
         let now = clock.nowMillis()
-        return existingStore(key)?.read { $0.oob.table[code] }.flatMap { now < $0.expiresAt ? $0 : nil }
+        return existingStore(key)?.read { $0.oobCodes[code] }.flatMap { now < $0.expiresAt ? $0 : nil }
     }
 
     /// Pending out-of-band codes in creation order (all, or one email's). Never creates a store.
     public func oobCodes(_ key: StoreKey, email: String?) -> [OobCode] {
-        existingStore(key)?.read { $0.oob.table.list(email: email) } ?? []
+        existingStore(key)?.read { $0.oobCodes.list(email: email) } ?? []
     }
 
     /// Deletes pending out-of-band codes (all, or one email's); returns how many. Never creates a store.
@@ -257,7 +256,7 @@ extension Emulator {
         guard let box = found else { return nil }
         var pending: (ticket: UInt64, generation: UInt64) = (0, 0)
         let newest = try box.state.withLock { g throws(AuthError) -> OobCode? in
-            if let newest = g.store.oob.table.newest(email: email) {
+            if let newest = g.store.oobCodes.newest(email: email) {
                 pending = box.pending(g)
                 return newest
             }

@@ -39,8 +39,8 @@ public struct ProtectionConfig: Sendable, Equatable {
     public var failedCodesPerMfaSignIn = 10
     /// Wrong passwords for one account before it is locked for the rest of the window.
     public var failedPasswordsPerAccount = RateLimit(max: 10, perSeconds: 3600)
-    /// New accounts one address may create (client sign-ups, first phone sign-ins…): production's quota page,
-    /// "100 accounts/hour for each IP address".
+    /// New accounts one address may create (client sign-ups, first phone, custom-token, email-link and IdP sign-ins):
+    /// production's quota page, "100 accounts/hour for each IP address" (`Emulator.countAccountCreation`).
     public var accountsPerIp = RateLimit(max: 100, perSeconds: 3600)
     /// Codes one address may have sent to numbers that are not fictional (production: 50 per IP per minute, 500 per
     /// hour; generous here so a suite in a container is not held back, while one client cannot fill `--max-sessions`).
@@ -100,9 +100,9 @@ public struct ProtectionState: Sendable {
     public static let trippedCapacity = 65_536
 
     /// What a counter counts.
-    public enum Kind: UInt8, Sendable { case codesByIP, codesByPhone, passwords, accountsByIP, sendsByIP }
+    public enum Kind: UInt8, Sendable, CaseIterable { case codesByIP, codesByPhone, passwords, accountsByIP, sendsByIP }
 
-    var counters: [ExpiringTable<Int32>] = Array(repeating: ExpiringTable(capacity: capacity), count: 5)
+    var counters: [ExpiringTable<Int32>] = Array(repeating: ExpiringTable(capacity: capacity), count: Kind.allCases.count)
     /// `kind:key` of the counters that reached their limit, until their window ends (never evicted by counting).
     var tripped = ExpiringTable<Bool>(capacity: trippedCapacity)
 
@@ -161,7 +161,7 @@ extension Emulator {
 
     /// The store's limits if they apply now (read in place: copying the config costs a retain per field, on every
     /// code check).
-    func activeProtection(_ tx: StoreTransaction) -> ProtectionConfig? {
+    func activeProtection(_ tx: borrowing StoreTransaction) -> ProtectionConfig? {
         tx.store.config.protection.isOn(exposed: exposed) ? tx.store.config.protection : nil
     }
 
@@ -208,9 +208,9 @@ extension Emulator {
 }
 
 extension Emulator {
-    /// A client creating an account (a sign-up, a first phone or custom-token sign-in): with the limits on, at most
-    /// `protection.accountsPerIp` per address per window (`QUOTA_EXCEEDED`, as production's "too many accounts from
-    /// this address"), counted when it passes.
+    /// A client creating an account (a sign-up, a first phone, custom-token, email-link or IdP sign-in): with the
+    /// limits on, at most `protection.accountsPerIp` per address per window (`QUOTA_EXCEEDED`, as production's "too
+    /// many accounts from this address"), counted when it passes.
     func countAccountCreation(_ tx: inout StoreTransaction, clientIP: String?, now: Int64) throws(AuthError) {
         guard let ip = clientIP, let limits = activeProtection(tx) else { return }
         let key = ProtectionState.addressKey(ip)

@@ -93,36 +93,6 @@ extension AuthStore {
     public func users(providerEmail email: String) -> [UserRecord] {
         (providerEmailIndex[email.lowercased()] ?? []).compactMap { users[$0] }
     }
-
-    /// Keeps the federated indexes current for a user replaced by `new` (nil: deleted).
-    mutating func reindexProviders(old: UserRecord?, new: UserRecord?) {
-        let before = old?.providerUserInfo ?? [], after = new?.providerUserInfo ?? []
-        guard before != after else { return }
-        if let old {
-            for p in before {
-                if federatedIndex[p.indexKey] == old.localId { federatedIndex[p.indexKey] = nil }
-                if let e = p.email?.lowercased() {
-                    providerEmailIndex[e]?.removeAll { $0 == old.localId }
-                    if providerEmailIndex[e]?.isEmpty == true { providerEmailIndex[e] = nil }
-                }
-            }
-        }
-        if let new {
-            for p in after {
-                federatedIndex[p.indexKey] = new.localId
-                if let e = p.email?.lowercased(), !(providerEmailIndex[e]?.contains(new.localId) ?? false) {
-                    providerEmailIndex[e, default: []].append(new.localId)
-                }
-            }
-        }
-    }
-
-    /// Rebuilds the federated indexes from `users` (after `users` was replaced whole).
-    mutating func rebuildProviderIndexes() {
-        federatedIndex = [:]
-        providerEmailIndex = [:]
-        for u in users.values where !u.providerUserInfo.isEmpty { reindexProviders(old: nil, new: u) }
-    }
 }
 
 extension UserRecord {

@@ -1,8 +1,8 @@
-import CSystem
 import EmulatorSupport
 import Synchronization
 
-/// Where codes and identifiers get their randomness. Production uses the system CSPRNG (getrandom(2)).
+/// Where codes and identifiers get their randomness. Production uses the system CSPRNG (`SystemRandom`, drawing from
+/// EmulatorSupport's `SystemEntropy`: this module calls no C).
 public protocol RandomSource: Sendable {
     func bytes(_ count: Int) -> [UInt8]
 }
@@ -30,14 +30,14 @@ struct SystemRandomPool {
 
     static func direct(_ count: Int) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: count) { buf, n in
-            csys_random_bytes(buf.baseAddress, count)
+            SystemEntropy.fill(UnsafeMutableRawBufferPointer(buf))
             n = count
         }
     }
 
     mutating func take(_ count: Int) -> [UInt8] {
         if next + count > Self.chunk {
-            buffer.withUnsafeMutableBytes { csys_random_bytes($0.baseAddress, Self.chunk) }
+            buffer.withUnsafeMutableBytes { SystemEntropy.fill($0) }
             next = 0
         }
         let start = next

@@ -38,6 +38,8 @@ public struct StoreState: Sendable {
     var users: [String: UserRecord]
     var phoneIndex: [String: String]
     var emailIndex: [String: String]
+    var federatedIndex: [String: String]
+    var providerEmailIndex: [String: [String]]
     var sessions: SessionTable
     var oob: OobTable
     /// The store's session sequence when it was taken (a store made again from it continues after its sessions).
@@ -51,8 +53,10 @@ public struct StoreState: Sendable {
         users = s.users
         phoneIndex = s.phoneIndex
         emailIndex = s.emailIndex
+        federatedIndex = s.federatedIndex
+        providerEmailIndex = s.providerEmailIndex
         sessions = s.sessions
-        oob = s.oob.table
+        oob = s.oobCodes
         nextSequence = s.nextSequence
         self.refreshTokens = refreshTokens
     }
@@ -66,19 +70,6 @@ public struct StoreState: Sendable {
 
     /// What it holds, against the snapshot budget: users, sessions, out-of-band codes and refresh tokens.
     var records: Int { users.count + sessions.count + oob.count + refreshTokens.count }
-
-    /// Puts the durable state into `s`; the session sequence never goes back.
-    func apply(to s: inout AuthStore) {
-        s.config = config
-        s.tenant = tenant
-        s.implicitTenant = implicitTenant
-        s.users = users
-        s.phoneIndex = phoneIndex
-        s.emailIndex = emailIndex
-        s.sessions = sessions
-        s.oob.table = oob
-        s.nextSequence = max(s.nextSequence, nextSequence)
-    }
 
     /// The journal's form: every row the store will have (`storeConfig` false: no config row).
     func journalSnapshot(_ key: StoreKey, storeConfig: Bool) -> StoreSnapshot {

@@ -47,6 +47,155 @@ import Synchronization
 // Outside a request (tests, start-up import) there is no `DurabilityScope`: the transaction then blocks until its
 // commit is decided and throws `internalError` if it failed.
 
+/// Everything one project (or tenant) holds. Plain value state; the `Emulator` guards it with a mutex.
+///
+/// The memory/disk rule, by the type: the durable fields (config, tenant settings, users and their indexes,
+/// sessions, out-of-band codes) are `fileprivate(set)`, so only this file writes them — `StoreTransaction`'s methods,
+/// which record each change for the journal and for rollback, the rollback itself (`JournalCommitter.apply`) and the
+/// journal's restore. Anyone else holding the store `inout` (`StoreBox.withLock`, `Emulator.withLiveStore`) changes
+/// non-durable state only: send windows, abuse counters, minted credentials, temporary proofs, pending second
+/// factors, inbox waiters and `nextSequence`, none of which reaches the disk.
+public struct AuthStore: Sendable {
+    public fileprivate(set) var config: ProjectConfig
+    public fileprivate(set) var users: [String: UserRecord] = [:]
+    public fileprivate(set) var phoneIndex: [String: String] = [:]
+    /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
+    public fileprivate(set) var emailIndex: [String: String] = [:]
+    /// Federated identity (provider id and raw id) → localId, and a federated identity's lowercased email → the
+    /// users linked to it (Providers.swift); kept by `save`/`deleteUser`.
+    public fileprivate(set) var federatedIndex: [String: String] = [:]
+    public fileprivate(set) var providerEmailIndex: [String: [String]] = [:]
+    /// Out-of-band codes (email verification, password reset), OobCodes.swift.
+    public fileprivate(set) var oobCodes = OobTable()
+    /// The out-of-band codes' inbox long-polls (`oobCodes:wait`).
+    public var oob = OobState()
+    public fileprivate(set) var sessions = SessionTable()
+    public var nextSequence: UInt64 = 0
+    /// temporaryProof → phone number (link conflicts); expiring and capped (`Emulator.temporaryProofLifetimeMillis`).
+    public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
+    /// mfaPendingCredential → who passed the first factor; expiring and capped (`Emulator.mfaPendingLifetimeMillis`).
+    public var mfaPending = ExpiringTable<PendingMFA>(capacity: Emulator.maxMFAPending)
+    /// TOTP `sessionInfo` → the enrollment between start and finalize; expiring and capped (TOTP.swift).
+    public var totpEnrollments = ExpiringTable<PendingTOTPEnrollment>(capacity: TOTP.maxPendingEnrollments)
+    /// Set for tenant stores: the tenant's settings.
+    public fileprivate(set) var tenant: TenantSettings?
+    /// Opt-in send limits' windows.
+    public var windows = SendWindows()
+    /// Failure counters of the abuse limits (Protection.swift).
+    public var protection = ProtectionState()
+    /// Minted app credentials, iOS receipts and recorded pushes.
+    public var credentials = CredentialState()
+    /// Inbox long-polls waiting for a number's next code (`verificationCodes:wait`), by number.
+    var waiters: [String: [CodeWaiter]] = [:]
+    /// How many waiters are registered in `waiters` (capped by `Emulator.maxWaitersPerStore`).
+    var waiterCount = 0
+    /// A tenant created on first use by a client request (not by the tenants API, and never configured). Such a
+    /// tenant is reclaimed when its project reaches the tenant cap while it holds nothing (`isReclaimable`). Derived
+    /// from durable state: configuring a tenant stores its config and settings (`StoreTransaction.setConfig` clears
+    /// the flag, a rollback restores it), and a journal restore marks tenants without either implicit.
+    public fileprivate(set) var implicitTenant = false
+
+    public init(config: ProjectConfig, tenant: TenantSettings? = nil) {
+        self.config = config
+        self.tenant = tenant
+    }
+
+    /// A store for `StoreBox`: `implicitTenant` as it says.
+    init(config: ProjectConfig, tenant: TenantSettings?, implicitTenant: Bool) {
+        self.init(config: config, tenant: tenant)
+        self.implicitTenant = implicitTenant
+    }
+
+    public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
+
+    /// Saves `user`, keeping the phone index unique and current.
+    /// Returns the record it replaced (moved out of the table, not copied: a sign-in saves its user every time).
+    @discardableResult
+    fileprivate mutating func save(_ user: UserRecord) -> UserRecord? {
+        let replaced = users.updateValue(user, forKey: user.localId)
+        if let old = replaced?.phoneNumber, old != user.phoneNumber, phoneIndex[old] == user.localId {
+            phoneIndex[old] = nil
+        }
+        if let p = user.phoneNumber { phoneIndex[p] = user.localId }
+        if let old = replaced?.email?.lowercased(), old != user.email?.lowercased(), emailIndex[old] == user.localId {
+            emailIndex[old] = nil
+        }
+        if let e = user.email { emailIndex[e.lowercased()] = user.localId }
+        if !user.providerUserInfo.isEmpty || !(replaced?.providerUserInfo.isEmpty ?? true) { reindexProviders(old: replaced, new: user) }
+        return replaced
+    }
+
+    /// The user with this email (any case).
+    public func user(email: String) -> UserRecord? { emailIndex[email.lowercased()].flatMap { users[$0] } }
+
+    /// Rebuilds the email index from `users` (after `users` was replaced whole: a rolled-back wipe).
+    fileprivate mutating func rebuildEmailIndex() {
+        emailIndex = [:]
+        for u in users.values { if let e = u.email { emailIndex[e.lowercased()] = u.localId } }
+    }
+
+    fileprivate mutating func deleteUser(_ localId: String) {
+        guard let u = users.removeValue(forKey: localId) else { return }
+        if let p = u.phoneNumber, phoneIndex[p] == localId { phoneIndex[p] = nil }
+        if let e = u.email?.lowercased(), emailIndex[e] == localId { emailIndex[e] = nil }
+        if !u.providerUserInfo.isEmpty { reindexProviders(old: u, new: nil) }
+    }
+
+    /// Keeps the federated indexes current for a user replaced by `new` (nil: deleted).
+    fileprivate mutating func reindexProviders(old: UserRecord?, new: UserRecord?) {
+        let before = old?.providerUserInfo ?? [], after = new?.providerUserInfo ?? []
+        guard before != after else { return }
+        if let old {
+            for p in before {
+                if federatedIndex[p.indexKey] == old.localId { federatedIndex[p.indexKey] = nil }
+                if let e = p.email?.lowercased() {
+                    providerEmailIndex[e]?.removeAll { $0 == old.localId }
+                    if providerEmailIndex[e]?.isEmpty == true { providerEmailIndex[e] = nil }
+                }
+            }
+        }
+        if let new {
+            for p in after {
+                federatedIndex[p.indexKey] = new.localId
+                if let e = p.email?.lowercased(), !(providerEmailIndex[e]?.contains(new.localId) ?? false) {
+                    providerEmailIndex[e, default: []].append(new.localId)
+                }
+            }
+        }
+    }
+
+    /// Rebuilds the federated indexes from `users` (after `users` was replaced whole).
+    fileprivate mutating func rebuildProviderIndexes() {
+        federatedIndex = [:]
+        providerEmailIndex = [:]
+        for u in users.values where !u.providerUserInfo.isEmpty { reindexProviders(old: nil, new: u) }
+    }
+
+    /// Pending sessions in creation order, optionally for one number: O(result) through the session indexes.
+    public func pendingSessions(phone: String? = nil) -> [VerificationSession] {
+        pendingSessions(phone: phone, after: nil, limit: .max).sessions
+    }
+
+    /// A page of pending sessions in creation order (sequence above `after`, at most `limit`), optionally for one number.
+    public func pendingSessions(phone: String?, after: UInt64?, limit: Int) -> SessionPage {
+        if let phone { return sessions.page(phone: phone, after: after, limit: limit) }
+        return sessions.page(after: after, limit: limit)
+    }
+
+    /// Sessions `isReclaimable` inspects one by one; a tenant with more pending sessions is never reclaimed.
+    static let reclaimSessionScan = 32
+
+    /// An implicit tenant with no users, no live pending codes, no waiters and no live app credentials: dropping it
+    /// loses nothing a client could observe (reads of a missing tenant answer as for an empty one). O(1) amortised.
+    fileprivate mutating func isReclaimable(now: Int64) -> Bool {
+        guard implicitTenant, users.isEmpty, waiterCount == 0, sessions.count <= Self.reclaimSessionScan else { return false }
+        credentials.minted.sweep(now: now)
+        credentials.receipts.sweep(now: now)
+        guard credentials.minted.isEmpty, credentials.receipts.isEmpty else { return false }
+        return sessions.values.allSatisfy { s in s.expiresAt.map { now >= $0 } ?? false }
+    }
+}
+
 /// What rolls one change of a transaction back: the value it replaced.
 enum Undo: Sendable {
     case user(String, UserRecord?)
@@ -78,54 +227,82 @@ struct GuardedStore: Sendable {
 
 /// A write in progress on one store. Read the store through `store`; change durable state only through the methods
 /// below, which apply the change to memory at once and record it for the journal and for rollback. Non-durable
-/// state (`windows`, `credentials`, `temporaryProofs`, `nextSequence`) is changed directly. Valid only inside the
-/// transaction's body: never let it escape.
-public struct StoreTransaction {
-    public let key: StoreKey
+/// state (`windows`, `credentials`, `temporaryProofs`, `nextSequence`) is changed directly.
+///
+/// It borrows the store for its body's duration and cannot outlive it, by its type: only `run` makes one, inside
+/// `withUnsafeMutablePointer` on the store, and consumes it there before that scope ends; the body gets it `inout`
+/// and can neither copy it (it is not copyable) nor keep it (it would have to put another one back, and only `run`
+/// makes them). So its pointer to the store is never used outside the scope it is valid in. Reads go through that
+/// pointer in place (`tx.store.users[id]` copies nothing: passing a copy of the store to a function once cost two
+/// dozen retains and releases per request, and moving the 800-byte store into the transaction and back cost 3.4k
+/// instructions per sign-in flow in memcpy, callgrind).
+public struct StoreTransaction: ~Copyable {
+    /// The store's key (read from `box`: a `StoreKey` stored in this non-copyable struct crashed Swift 6.3.1's
+    /// compiler under `-sanitize=thread`, "Invalid bitcast" in its mutating accessors; scripts/sanitizers).
+    public var key: StoreKey { box.key }
     /// The store this transaction runs on (hooks that run after the commit find it here).
     let box: StoreBox
+    /// The store, borrowed for the body (valid inside `run`'s `withUnsafeMutablePointer` only, where `self` lives).
     private let p: UnsafeMutablePointer<AuthStore>
     private let refreshTokens: Locked<RefreshTokenIndex>
     /// Record changes and undo entries (a journal exists).
     let journaled: Bool
-    var changes: [StateChange] = []
-    var undo: [Undo] = []
-    var created = false
-    var removeStore = false
-    /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
-    var afterCommit: [@Sendable () -> Void] = []
-    /// Events published once the transaction is applied (Events.swift): the first without an array.
-    var event: EventPayload? = nil
-    var moreEvents: [EventPayload] = []
+    /// What the body recorded.
+    private(set) var recorded = Recorded()
 
-    init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
-        self.key = box.key
+    /// What a transaction leaves for `StoreBox.attempt` once its body has run.
+    struct Recorded {
+        var changes: [StateChange] = []
+        var undo: [Undo] = []
+        var created = false
+        var removeStore = false
+        /// Runs once the transaction's changes are durable (at once without a journal), outside the lock.
+        var afterCommit: [@Sendable () -> Void] = []
+        /// Events published once the transaction is applied (Events.swift): the first without an array.
+        var event: EventPayload? = nil
+        var moreEvents: [EventPayload] = []
+    }
+
+    private init(box: StoreBox, store: UnsafeMutablePointer<AuthStore>, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool) {
         self.box = box
         self.p = store
         self.refreshTokens = refreshTokens
         self.journaled = journaled
     }
 
-    /// The store as it is now, read-only.
-    public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
-
-    /// `PROJECT_DISABLED` when the tenant has auth turned off. Reads the one field in place: passing `store` to a
-    /// function copied the whole store (two dozen retains and releases per request).
-    func checkTenantEnabled() throws(AuthError) {
-        if p.pointee.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
+    /// Runs `body` as a transaction on `store` (under its lock, held by the caller). Returns the body's result and
+    /// what it recorded; the transaction itself ends here.
+    static func run<T>(on store: inout AuthStore, box: StoreBox, refreshTokens: Locked<RefreshTokenIndex>, journaled: Bool,
+                       _ body: (inout StoreTransaction) throws(AuthError) -> T) -> (Result<T, AuthError>, Recorded) {
+        withUnsafeMutablePointer(to: &store) { p in
+            var tx = StoreTransaction(box: box, store: p, refreshTokens: refreshTokens, journaled: journaled)
+            let result: Result<T, AuthError>
+            do throws(AuthError) { result = .success(try body(&tx)) } catch { result = .failure(error) }
+            return (result, tx.finish())
+        }
     }
 
-    /// The user with this phone number (`AuthStore.user(phone:)` read in place, without copying the store).
+    private consuming func finish() -> Recorded { recorded }
+
+    /// The store as it is now, read-only (in place).
+    public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
+
+    /// `PROJECT_DISABLED` when the tenant has auth turned off.
+    func checkTenantEnabled() throws(AuthError) {
+        if store.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
+    }
+
+    /// The user with this phone number (`AuthStore.user(phone:)` read in place).
     public func user(phone: String) -> UserRecord? {
-        guard let id = p.pointee.phoneIndex[phone] else { return nil }
-        return p.pointee.users[id]
+        guard let id = store.phoneIndex[phone] else { return nil }
+        return store.users[id]
     }
 
     /// Whether the user with this phone number has second factors, read in place (no copy of the user: every send
     /// asks).
     public func phoneUserHasSecondFactors(_ phone: String) -> Bool {
-        guard let id = p.pointee.phoneIndex[phone], let i = p.pointee.users.index(forKey: id) else { return false }
-        return !p.pointee.users.values[i].mfaInfo.isEmpty
+        guard let id = store.phoneIndex[phone], let i = store.users.index(forKey: id) else { return false }
+        return !store.users.values[i].mfaInfo.isEmpty
     }
 
     // MARK: non-durable state
@@ -167,8 +344,8 @@ public struct StoreTransaction {
     public mutating func save(_ user: UserRecord) -> UserRecord? {
         let replaced = p.pointee.save(user)
         if journaled {
-            undo.append(.user(user.localId, replaced))
-            changes.append(.userSaved(key, user))
+            recorded.undo.append(.user(user.localId, replaced))
+            recorded.changes.append(.userSaved(key, user))
         }
         return replaced
     }
@@ -180,9 +357,9 @@ public struct StoreTransaction {
         p.pointee.deleteUser(localId)
         let gone = refreshTokens.withLock { $0.removeUser(key, localId) }
         if journaled {
-            undo.append(.user(localId, old))
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            changes.append(.userDeleted(key, localId))  // deletes the user's refresh tokens on disk too
+            recorded.undo.append(.user(localId, old))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.changes.append(.userDeleted(key, localId))  // deletes the user's refresh tokens on disk too
         }
         return true
     }
@@ -198,9 +375,9 @@ public struct StoreTransaction {
         p.pointee.temporaryProofs.removeAll()
         let gone = refreshTokens.withLock { $0.removeStore(key) }
         if journaled {
-            undo.append(.users(users, phones))
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            changes.append(.usersWiped(key))  // deletes the store's refresh tokens on disk too
+            recorded.undo.append(.users(users, phones))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.changes.append(.usersWiped(key))  // deletes the store's refresh tokens on disk too
         }
     }
 
@@ -208,8 +385,8 @@ public struct StoreTransaction {
 
     public mutating func save(_ session: VerificationSession) {
         if journaled {
-            undo.append(.session(session.id, p.pointee.sessions[session.id]))
-            changes.append(.sessionSaved(key, session))
+            recorded.undo.append(.session(session.id, p.pointee.sessions[session.id]))
+            recorded.changes.append(.sessionSaved(key, session))
         }
         p.pointee.sessions[session.id] = session
     }
@@ -222,8 +399,8 @@ public struct StoreTransaction {
         }
         guard let old = p.pointee.sessions[id] else { return }
         p.pointee.sessions.remove(id)
-        undo.append(.session(id, old))
-        changes.append(.sessionDeleted(key, id.text))
+        recorded.undo.append(.session(id, old))
+        recorded.changes.append(.sessionDeleted(key, id.text))
     }
 
     /// Removes one number's pending sessions (all with nil); returns how many.
@@ -231,9 +408,9 @@ public struct StoreTransaction {
         if let phone {
             let gone = p.pointee.sessions.removeAll(phone: phone)
             if journaled {
-                for s in gone {
-                    undo.append(.session(s.id, s))
-                    changes.append(.sessionDeleted(key, s.sessionInfo))
+                for session in gone {
+                    recorded.undo.append(.session(session.id, session))
+                    recorded.changes.append(.sessionDeleted(key, session.sessionInfo))
                 }
             }
             return gone.count
@@ -241,8 +418,8 @@ public struct StoreTransaction {
         let before = p.pointee.sessions
         p.pointee.sessions.removeAll()
         if journaled {
-            undo.append(.sessions(before))
-            changes.append(.sessionsCleared(key))
+            recorded.undo.append(.sessions(before))
+            recorded.changes.append(.sessionsCleared(key))
         }
         return before.count
     }
@@ -262,8 +439,8 @@ public struct StoreTransaction {
     private mutating func dropExpired(_ sessions: [VerificationSession]) {
         for gone in sessions {
             if journaled {
-                undo.append(.session(gone.id, gone))
-                changes.append(.sessionDeleted(key, gone.sessionInfo))
+                recorded.undo.append(.session(gone.id, gone))
+                recorded.changes.append(.sessionDeleted(key, gone.sessionInfo))
             }
             emit(.sessionExpired(phoneNumber: gone.phoneNumber, session: gone.id))
         }
@@ -273,38 +450,38 @@ public struct StoreTransaction {
 
     /// Stores an out-of-band code; past `OobTable.capacity` the oldest ones are deleted (durably, with this one).
     public mutating func save(_ oob: OobCode) {
-        while p.pointee.oob.table.count >= OobTable.capacity, let oldest = p.pointee.oob.table.oldest {
+        while p.pointee.oobCodes.count >= OobTable.capacity, let oldest = p.pointee.oobCodes.oldest {
             deleteOobCode(oldest.code)
         }
         if journaled {
-            undo.append(.oobCode(oob.code, p.pointee.oob.table[oob.code]))
-            changes.append(.oobCodeSaved(key, oob))
+            recorded.undo.append(.oobCode(oob.code, p.pointee.oobCodes[oob.code]))
+            recorded.changes.append(.oobCodeSaved(key, oob))
         }
-        _ = p.pointee.oob.table.remove(oob.code)
-        p.pointee.oob.table.insert(oob)
+        _ = p.pointee.oobCodes.remove(oob.code)
+        p.pointee.oobCodes.insert(oob)
     }
 
     /// Deletes an out-of-band code (used, expired or evicted).
     public mutating func deleteOobCode(_ code: String) {
-        guard let old = p.pointee.oob.table.remove(code) else { return }
+        guard let old = p.pointee.oobCodes.remove(code) else { return }
         if journaled {
-            undo.append(.oobCode(code, old))
-            changes.append(.oobCodeDeleted(key, code))
+            recorded.undo.append(.oobCode(code, old))
+            recorded.changes.append(.oobCodeDeleted(key, code))
         }
     }
 
     /// Deletes every out-of-band code (all, or one email's); returns how many.
     public mutating func clearOobCodes(email: String?) -> Int {
         if let email {
-            let gone = p.pointee.oob.table.list(email: email)
+            let gone = p.pointee.oobCodes.list(email: email)
             for c in gone { deleteOobCode(c.code) }
             return gone.count
         }
-        let before = p.pointee.oob.table
-        p.pointee.oob.table = OobTable()
+        let before = p.pointee.oobCodes
+        p.pointee.oobCodes = OobTable()
         if journaled {
-            undo.append(.oobCodes(before))
-            changes.append(.oobCodesCleared(key))
+            recorded.undo.append(.oobCodes(before))
+            recorded.changes.append(.oobCodesCleared(key))
         }
         return before.count
     }
@@ -315,8 +492,8 @@ public struct StoreTransaction {
     /// one made with the tenants API (never reclaimed), here and after a restart (its config is on disk).
     public mutating func setConfig(_ config: ProjectConfig, tenant: TenantSettings?) {
         if journaled {
-            undo.append(.config(p.pointee.config, p.pointee.tenant, implicit: p.pointee.implicitTenant))
-            changes.append(.configSaved(key, config, tenant))
+            recorded.undo.append(.config(p.pointee.config, p.pointee.tenant, implicit: p.pointee.implicitTenant))
+            recorded.changes.append(.configSaved(key, config, tenant))
         }
         p.pointee.config = config
         p.pointee.tenant = tenant
@@ -331,8 +508,8 @@ public struct StoreTransaction {
     public mutating func insertRefreshToken(_ token: String, _ record: RefreshTokenRecord) {
         refreshTokens.withLock { $0.insert(token, record) }
         if journaled {
-            undo.append(.refreshTokenAdded(token))
-            changes.append(.refreshTokenSaved(token, record))
+            recorded.undo.append(.refreshTokenAdded(token))
+            recorded.changes.append(.refreshTokenSaved(token, record))
         }
     }
 
@@ -355,8 +532,8 @@ public struct StoreTransaction {
             return gone
         }
         if journaled {
-            undo.append(.state(StoreState(p.pointee, refreshTokens: gone)))
-            changes.append(.storeReplaced(state.journalSnapshot(key, storeConfig: storeConfig), refreshTokens: state.refreshTokens))
+            recorded.undo.append(.state(StoreState(p.pointee, refreshTokens: gone)))
+            recorded.changes.append(.storeReplaced(state.journalSnapshot(key, storeConfig: storeConfig), refreshTokens: state.refreshTokens))
         }
         state.apply(to: &p.pointee)
     }
@@ -364,16 +541,16 @@ public struct StoreTransaction {
     // MARK: the store itself
 
     /// This transaction brought the store into being (an explicit tenant create): a failed commit unregisters it.
-    public mutating func markCreated() { created = true }
+    public mutating func markCreated() { recorded.created = true }
 
     /// Deletes the store (a tenant) with all its users, sessions, config and refresh tokens; it leaves the registry.
     mutating func deleteStore() {
         let gone = refreshTokens.withLock { $0.removeStore(key) }
-        removeStore = true
+        recorded.removeStore = true
         if journaled {
-            if !gone.isEmpty { undo.append(.refreshTokensRemoved(gone)) }
-            undo.append(.storeRemoved)
-            changes.append(.storeDeleted(key))
+            if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
+            recorded.undo.append(.storeRemoved)
+            recorded.changes.append(.storeDeleted(key))
         }
     }
 
@@ -386,19 +563,14 @@ public struct StoreTransaction {
     }
 
     /// Runs `body` once the changes are durable (never if the commit fails), outside the store lock.
-    public mutating func onCommit(_ body: @escaping @Sendable () -> Void) { afterCommit.append(body) }
+    public mutating func onCommit(_ body: @escaping @Sendable () -> Void) { recorded.afterCommit.append(body) }
 
     /// Emits an event of this store: published when the transaction is applied (with a journal: once it is durable;
     /// never if it is rolled back), also when the body then throws (what it recorded commits; see `StoreBox.attempt`).
     public mutating func emit(_ payload: EventPayload) {
-        if event == nil { event = payload } else { moreEvents.append(payload) }
+        if recorded.event == nil { recorded.event = payload } else { recorded.moreEvents.append(payload) }
     }
 
-    /// The events emitted, in order.
-    var events: [EventPayload] {
-        guard let event else { return [] }
-        return [event] + moreEvents
-    }
 }
 
 /// What a request depends on: tickets it wrote and the pending tickets of stores it read. `PhoneAuthApp` binds one
@@ -621,9 +793,9 @@ final class JournalCommitter: Sendable {
             g.store.rebuildProviderIndexes()
         case .session(let id, let old): g.store.sessions[id] = old
         case .sessions(let table): g.store.sessions = table
-        case .oobCode(let code, let old?): _ = g.store.oob.table.remove(code); g.store.oob.table.insert(old)
-        case .oobCode(let code, nil): _ = g.store.oob.table.remove(code)
-        case .oobCodes(let table): g.store.oob.table = table
+        case .oobCode(let code, let old?): _ = g.store.oobCodes.remove(code); g.store.oobCodes.insert(old)
+        case .oobCode(let code, nil): _ = g.store.oobCodes.remove(code)
+        case .oobCodes(let table): g.store.oobCodes = table
         case .config(let c, let t, let implicit):
             g.store.config = c
             g.store.tenant = t
@@ -643,5 +815,49 @@ final class JournalCommitter: Sendable {
                 for (t, r) in before.refreshTokens { index.insert(t, r) }
             }
         }
+    }
+}
+
+extension StoreState {
+    /// Puts the durable state into `s`; the session sequence never goes back (here: it writes durable fields).
+    fileprivate func apply(to s: inout AuthStore) {
+        s.config = config
+        s.tenant = tenant
+        s.implicitTenant = implicitTenant
+        s.users = users
+        s.phoneIndex = phoneIndex
+        s.emailIndex = emailIndex
+        s.federatedIndex = federatedIndex
+        s.providerEmailIndex = providerEmailIndex
+        s.sessions = sessions
+        s.oobCodes = oob
+        s.nextSequence = max(s.nextSequence, nextSequence)
+    }
+}
+
+// MARK: restoring (writes durable fields, so it lives with the type that declares them)
+
+extension Emulator {
+    /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
+    public func restore(_ stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
+        for snap in stores {
+            let box = store(snap.key)
+            box.state.withLock { g in
+                let before = box.budgets.counts(g)
+                defer { box.budgets.add(from: before, to: g) }
+                // A tenant without a stored config or settings was created on first use (configuring one stores both).
+                g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
+                if let c = snap.config { g.store.config = c }
+                if let t = snap.tenant { g.store.tenant = t }
+                for u in snap.users { g.store.save(u) }
+                // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
+                for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
+                    g.store.sessions[sess.id] = sess
+                    g.store.nextSequence = max(g.store.nextSequence, sess.sequence + 1)
+                }
+                for code in snap.oobCodes.sorted(by: { $0.sequence < $1.sequence }) { g.store.oobCodes.insert(code) }
+            }
+        }
+        restoreRefreshTokens(refreshTokens)
     }
 }

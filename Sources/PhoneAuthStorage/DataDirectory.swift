@@ -185,12 +185,6 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             for session in snap.sessions { try apply(.sessionSaved(k, session), c) }
             for code in snap.oobCodes { try apply(.oobCodeSaved(k, code), c) }
             for (token, record) in tokens { try apply(.refreshTokenSaved(token, record), c) }
-        case .refreshTokensDeleted(let k, let localId):
-            if let localId {
-                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ? AND local_id = ?", [.text(k.projectId), Self.t(k.tenantId), .text(localId)])
-            } else {
-                try c.run("DELETE FROM refresh_tokens WHERE project = ? AND tenant = ?", [.text(k.projectId), Self.t(k.tenantId)])
-            }
         }
     }
 

@@ -20,3 +20,20 @@ public func makeTestEmulator(projectId: String = "p", clock: EmulatorClock = Emu
     return Emulator(defaultProjectId: projectId, projectConfigs: [projectId: config], clock: clock, random: SeededRandom(seed: seed),
                     logger: logger, journal: journal, maxProjects: maxProjects)
 }
+
+extension Emulator {
+    /// Stores `user` as it is, in a transaction like any write (journaled and rolled back like one): for tests that
+    /// set up a state no endpoint makes directly (a disabled user, a revocation time).
+    public func testSave(_ user: UserRecord, in key: StoreKey) throws(AuthError) {
+        _ = try transaction(key) { tx throws(AuthError) in tx.save(user) }
+    }
+
+    /// Changes the stored user `uid` of `key`'s store in one transaction (see `testSave`).
+    public func testUpdateUser(_ uid: String, in key: StoreKey, _ change: (inout UserRecord) -> Void) throws(AuthError) {
+        _ = try transaction(key) { tx throws(AuthError) in
+            guard var user = tx.store.users[uid] else { throw AuthError(.userNotFound) }
+            change(&user)
+            tx.save(user)
+        }
+    }
+}

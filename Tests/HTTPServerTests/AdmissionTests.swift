@@ -1,4 +1,5 @@
 import CSystem
+import EmulatorSupport
 @testable import HTTPServer
 import XCTest
 #if canImport(Glibc)
@@ -85,5 +86,23 @@ final class AdmissionTests: XCTestCase {
         let (before, after) = DescriptorLimit.raiseSoftToHard()
         XCTAssertEqual(before, Int(lowered.rlim_cur))
         XCTAssertEqual(after, rl.rlim_max == rlim_t.max ? 1 << 20 : Int(rl.rlim_max))
+    }
+
+    /// A connection over a cap is answered with the policy's rendering of `tooManyConnections` (the server writes
+    /// no error body of its own: the application's renderer, as for every HTTP-level failure).
+    func testTheRefusalIsRenderedByThePolicy() throws {
+        var policy = ConnectionPolicy()
+        policy.renderError = { e in HTTPResponse(status: e.status, body: Array("custom \(e.status) \(e.message)".utf8), closeConnection: true) }
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, eventLoops: 1, policy: policy, maxConnectionsPerPeer: 1),
+                                responder: EchoResponder(), logger: Logger(label: "test", level: .critical))
+        let port = try server.start()
+        defer { server.shutdown() }
+        let held = loopbackConnect(port: port)
+        defer { close(held) }
+        sendText(held, "GET /one HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(readBodies(held, count: 1).map { String(decoding: $0, as: UTF8.self) }, ["GET /one 0"])
+        let over = loopbackConnect(port: port)
+        defer { close(over) }
+        XCTAssertEqual(readBodies(over, count: 1).map { String(decoding: $0, as: UTF8.self) }, ["custom 503 Too many connections from this address."])
     }
 }

@@ -82,6 +82,25 @@ final class AccountTests: XCTestCase {
         XCTAssertNil(admin("accounts:batchDelete", #"{"localIds":["a"],"force":true}"#).1["errors"])
     }
 
+    /// `accounts:query`'s `sortBy` options and `order` (ties and unknown options by uid).
+    func testQuerySortsByEveryOption() {
+        XCTAssertEqual(admin("accounts:batchCreate", #"""
+            {"users":[{"localId":"b","displayName":"Zed","email":"a@x.test","createdAt":"3000","lastLoginAt":"1000"},
+                      {"localId":"c","displayName":"Amy","email":"c@x.test","createdAt":"1000","lastLoginAt":"3000"},
+                      {"localId":"a","displayName":"Max","email":"b@x.test","createdAt":"2000","lastLoginAt":"2000"}]}
+            """#).0, 200)
+        func order(_ sortBy: String, _ extra: String = "") -> [String] {
+            admin("accounts:query", #"{"sortBy":"\#(sortBy)"\#(extra)}"#).1["userInfo"]?.arrayValue?.compactMap { $0["localId"]?.stringValue } ?? []
+        }
+        XCTAssertEqual(order("USER_ID"), ["a", "b", "c"])
+        XCTAssertEqual(order("NAME"), ["c", "a", "b"])
+        XCTAssertEqual(order("CREATED_AT"), ["c", "a", "b"])
+        XCTAssertEqual(order("LAST_LOGIN_AT"), ["b", "a", "c"])
+        XCTAssertEqual(order("USER_EMAIL"), ["b", "a", "c"])
+        XCTAssertEqual(order("NOT_AN_OPTION"), ["a", "b", "c"])
+        XCTAssertEqual(order("NAME", #","order":"DESC""#), ["b", "a", "c"])
+    }
+
     func testBatchCreateReportsPerUserErrors() {
         _ = admin("accounts", #"{"localId":"taken","phoneNumber":"+15550000001"}"#)
         let (s, r) = admin("accounts:batchCreate", #"""

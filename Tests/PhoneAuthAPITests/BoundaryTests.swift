@@ -140,6 +140,28 @@ final class BoundaryTests: XCTestCase, AppCalling {
         XCTAssertEqual(try listing(dir + "/outside"), ["target"])
     }
 
+    /// A v2 tenant resource answers TENANT_NOT_FOUND for a missing tenant however its path is spelled: the route says
+    /// what it is, not the raw path (a percent-escaped spelling once created the tenant on first use).
+    func testTenantResourcesCreateNoTenantWhateverTheSpelling() {
+        let owner = [("Authorization", "Bearer owner")]
+        for path in ["/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t9",
+                     "/identitytoolkit.googleapis%2Ecom/v2/projects/demo-phone/tenants/t9",
+                     "/%69dentitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t9"] {
+            let r = call("PATCH", path, #"{"displayName":"Nine"}"#, headers: owner)
+            XCTAssertEqual(r.0, 404, path)
+            XCTAssertEqual(message(r), "TENANT_NOT_FOUND", path)
+            XCTAssertEqual(app.emulator.tenants(of: "demo-phone"), [], path)
+        }
+        // A tenant's provider configurations are v2 resources too: a create for a missing tenant creates no tenant.
+        for kind in ["oauthIdpConfigs?oauthIdpConfigId=oidc.nine", "inboundSamlConfigs?inboundSamlConfigId=saml.nine",
+                     "defaultSupportedIdpConfigs?idpId=google.com"] {
+            let r = call("POST", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t9/" + kind, #"{"clientId":"c","issuer":"https://i.example"}"#, headers: owner)
+            XCTAssertEqual(r.0, 404, kind)
+            XCTAssertEqual(message(r), "TENANT_NOT_FOUND", kind)
+            XCTAssertEqual(app.emulator.tenants(of: "demo-phone"), [], kind)
+        }
+    }
+
     func testTenantsFromTheBodyAreCreatedWithinTheCapAndTheSwitch() {
         makeApp(maxTenants: 3)
         for t in ["t1", "t2", "t3"] { XCTAssertEqual(itk("signUp", #"{"tenantId":"\#(t)"}"#).0, 200) }

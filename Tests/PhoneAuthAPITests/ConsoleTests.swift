@@ -154,6 +154,9 @@ final class ConsoleTests: XCTestCase, AppCalling {
         XCTAssertEqual(raw("GET", "/console/nope.js").status, 404)
         XCTAssertEqual(raw("GET", "/console/app.js/x").status, 404)
         XCTAssertEqual(raw("POST", "/console/app.js").status, 405)
+        // The route's parameters are what the handler serves: a file name the router decoded is served, not split again.
+        XCTAssertEqual(raw("GET", "/console/app%2Ejs").body, ConsoleAssets.files["app.js"]!.bytes)
+        XCTAssertEqual(raw("GET", "/%63onsole/console.css").body, ConsoleAssets.files["console.css"]!.bytes)
         // Static files are no secret: served without credentials even with --admin-token (the API behind them is not).
         let guarded = PhoneAuthApp(emulator: app.emulator, tokens: app.tokens, signingPool: nil, logger: .quiet, adminToken: "s3cret")
         app = guarded

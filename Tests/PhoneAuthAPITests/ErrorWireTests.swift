@@ -57,4 +57,41 @@ final class ErrorWireTests: XCTestCase {
         XCTAssertEqual(json["error"]?["code"], 431)
         XCTAssertEqual(json["error"]?["message"], "Request header fields too large.")
     }
+
+    /// The connection cap's 503, rendered by the API for the server: the bytes the server wrote itself before.
+    func testTheConnectionCapRefusalIsTheEnvelopeItWas() {
+        var bytes: [UInt8] = []
+        PhoneAuthApp.renderHTTPError(.tooManyConnections).serialize(into: &bytes, keepAlive: false, versionMinor: 1, headOnly: false)
+        let body = #"{"error":{"code":503,"message":"Too many connections from this address.","errors":[{"message":"Too many connections from this address.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#
+        XCTAssertEqual(String(decoding: bytes, as: UTF8.self),
+                       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
+    }
+
+    /// A blocking function that could not be used is a 500 by a typed flag, never by its message's text.
+    func testServerFaultsAreTypedNotReadFromTheirText() {
+        let down = BlockingFunctions.deadlineExceeded(uri: "http://f")
+        XCTAssertEqual(down.wire, ErrorWire(http: 500, reason: "backendError",
+                                            message: "BLOCKING_FUNCTION_ERROR_RESPONSE : ((Deadline exceeded making request to http://f.))"))
+        XCTAssertEqual(BlockingFunctions.requestFailed(uri: "http://f").wire.http, 500)
+        // The same words in a function's own answer (an HttpsError it chose) stay the client's 400.
+        let said = AuthError(.blockingFunctionErrorResponse, "((Deadline exceeded making request to http://f.))")
+        XCTAssertEqual(said.wire, ErrorWire(http: 400, reason: "invalid", message: said.description))
+        XCTAssertEqual(BlockingFunctions.httpError(uri: "http://f", status: 400, body: Array("((Failed to make request".utf8)).wire.http, 400)
+    }
+
+    /// The one mapping of thrown errors (the loop, the pools, blocking-function flows): an AuthError stays itself (an
+    /// internal failure is logged with where it was raised), anything else is logged and becomes an internal error.
+    func testAnyThrownErrorMapsOnce() {
+        struct Odd: Error {}
+        let logs = MemoryLogSink()
+        let logger = Logger(label: "t", sink: logs)
+        XCTAssertEqual(AuthError.answering(AuthError(.userNotFound), logger: logger).code, .userNotFound)
+        XCTAssertTrue(logs.all.isEmpty, "a client's error is not an internal one")
+        XCTAssertEqual(AuthError.answering(Odd(), logger: logger, context: [("path", "/x")]).code, .internalFailure)
+        XCTAssertEqual(AuthError.answering(AuthError.internalError("disk"), logger: logger).code, .internalFailure)
+        XCTAssertEqual(logs.all.count, 2)
+        XCTAssertTrue(logs.all[0].contains("Odd") && logs.all[0].contains("/x"), logs.all[0])
+        XCTAssertTrue(logs.all[1].contains("ErrorWireTests.swift"), "where it was raised: \(logs.all[1])")
+        XCTAssertEqual(Reply(error: AuthError(.tenantNotFound)).status, 404)
+    }
 }

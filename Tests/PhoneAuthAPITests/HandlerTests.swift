@@ -83,11 +83,7 @@ final class HandlerTests: XCTestCase, AppCalling {
         let token = body["idToken"]!.stringValue!
         let uid = body["localId"]!.stringValue!
         clock.advance(millis: 2000)
-        try app.emulator.store(StoreKey(projectId: "demo-phone")).withLock { s in
-            var u = s.users[uid]!
-            u.validSince = 1_800_000_001
-            s.save(u)
-        }
+        try app.emulator.testUpdateUser(uid, in: StoreKey(projectId: "demo-phone")) { u in u.validSince = 1_800_000_001 }
         XCTAssertEqual(itk("lookup", #"{"idToken":"\#(token)"}"#).1["error"]?["message"], "TOKEN_EXPIRED")
         let (s, t) = call("POST", "/securetoken.googleapis.com/v1/token?key=k", #"{"grantType":"refresh_token","refreshToken":"\#(body["refreshToken"]!.stringValue!)"}"#)
         XCTAssertEqual(s, 400)

@@ -135,6 +135,33 @@ final class ResetSnapshotTests: EmulatorAPITestCase {
         XCTAssertEqual(post("/emulator/v1/projects/other:restore", #"{"name":"seeded"}"#).0, 404)
     }
 
+    /// A restore and a reset put back the users' federated identities with them: an IdP sign-in finds the restored
+    /// user (not a new account), and one a reset removed is a new account again (its old index entry is gone).
+    func testFederatedIdentitiesComeBackWithTheirUsers() throws {
+        func idpSignIn(_ sub: String) -> (Int, JSON) {
+            itk("signInWithIdp", #"{"requestUri":"http://localhost","returnSecureToken":true,"postBody":"providerId=google.com&id_token=%7B%22sub%22%3A%22\#(sub)%22%7D"}"#)
+        }
+        let first = idpSignIn("sub-1")
+        XCTAssertEqual(first.0, 200, "\(first.1)")
+        let uid = try XCTUnwrap(first.1["localId"]?.stringValue)
+        XCTAssertEqual(post(base + ":snapshot", #"{"name":"idp"}"#).0, 200)
+        XCTAssertEqual(post(base + ":reset").0, 200)
+        XCTAssertEqual(users(), [])
+        XCTAssertEqual(app.emulator.store(StoreKey(projectId: "demo-phone")).read { $0.user(providerId: "google.com", rawId: "sub-1") }?.localId, nil)
+        let fresh = idpSignIn("sub-1")
+        XCTAssertEqual(fresh.1["isNewUser"], true)
+        XCTAssertNotEqual(fresh.1["localId"]?.stringValue, uid)
+
+        XCTAssertEqual(post(base + ":restore", #"{"name":"idp"}"#).0, 200)
+        XCTAssertEqual(users(), [uid])
+        XCTAssertEqual(app.emulator.store(StoreKey(projectId: "demo-phone")).read { $0.user(providerId: "google.com", rawId: "sub-1") }?.localId, uid)
+        let again = idpSignIn("sub-1")
+        XCTAssertEqual(again.0, 200, "\(again.1)")
+        XCTAssertEqual(again.1["localId"]?.stringValue, uid)
+        XCTAssertNotEqual(again.1["isNewUser"], true, "the restored user signs in")
+        XCTAssertEqual(users(), [uid])
+    }
+
     /// At most 32 snapshots per project: the 33rd is `RESOURCE_EXHAUSTED` until one is deleted.
     func testTheNumberOfSnapshotsIsBounded() {
         for i in 0..<SnapshotRegistry.maxPerProject { XCTAssertEqual(post(base + ":snapshot", #"{"name":"s\#(i)"}"#).0, 200) }
@@ -164,9 +191,10 @@ final class ResetSnapshotTests: EmulatorAPITestCase {
     /// The registry's record budget (users, sessions, codes, refresh tokens across snapshots), checked directly.
     func testTheRecordBudget() throws {
         let registry = SnapshotRegistry(maxPerProject: 32, maxRecords: 10)
-        var store = AuthStore(config: ProjectConfig())
-        for i in 0..<6 { store.save(UserRecord(localId: "u\(i)", createdAt: 0)) }
-        let six = SnapshotRegistry.Saved(name: "a", createdAt: 0, stores: [StoreKey(projectId: "p"): StoreState(store, refreshTokens: [])])
+        let key = StoreKey(projectId: "demo-phone")
+        for i in 0..<6 { try app.emulator.testSave(UserRecord(localId: "u\(i)", createdAt: 0), in: key) }
+        let state = app.emulator.store(key).read { StoreState($0, refreshTokens: []) }
+        let six = SnapshotRegistry.Saved(name: "a", createdAt: 0, stores: [StoreKey(projectId: "p"): state])
         try registry.save("p", six)
         XCTAssertThrowsError(try registry.save("q", SnapshotRegistry.Saved(name: "b", createdAt: 0, stores: six.stores))) {
             XCTAssertEqual(($0 as? AuthError)?.code, .resourceExhausted)

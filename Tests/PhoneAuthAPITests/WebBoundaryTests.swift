@@ -202,10 +202,53 @@ final class WebBoundaryTests: XCTestCase {
 
     func errorMessage(_ r: HTTPResponse) -> String? { (try? JSONParser.parse(r.body))?["error"]?["message"]?.stringValue }
 
-    /// Every route class: protected routes refuse another site's Origin whatever the method; client routes do not.
+    /// Concrete requests for every row of the route table: its template with `{project}` = demo-phone, `{tenant}` =
+    /// t1, `{file}` = app.js (handler.js for the provider page's), `{snapshot}` = s1 and `{config}` = oidc.one, with
+    /// and without its optional group, and at its v3 name; client routes with `?key=k`.
+    /// Each is checked to route to its own row, so the table and this list cannot drift apart.
+    func requestsForEveryRow() -> [(row: RouteRow, method: String, target: String)] {
+        var out: [(RouteRow, String, String)] = []
+        for row in Router.rows {
+            var paths: [String] = [row.template]
+            if let open = row.template.firstIndex(of: "["), let close = row.template.firstIndex(of: "]") {
+                let before = row.template[..<open], after = row.template[row.template.index(after: close)...]
+                let inner = row.template[row.template.index(after: open)..<close]
+                paths = [String(before + after), String(before + inner + after)]
+            }
+            if let v3 = row.v3 { paths.append(RouteRow.legacyPrefix + v3) }
+            let key = row.access == .client || row.access == .apiKey ? "?key=k" : ""
+            for path in paths {
+                let concrete = path.replacing("{project}", with: "demo-phone").replacing("{tenant?}", with: "t1")
+                    .replacing("{tenant}", with: "t1").replacing("{file?}", with: "app.js")
+                    .replacing("{file}", with: "handler.js").replacing("{snapshot}", with: "s1").replacing("{config}", with: "oidc.one")
+                guard case .route(let r) = Router.match(method: row.method, path: concrete), r.row.template == row.template else {
+                    XCTFail("\(row.method) \(concrete) does not route to its row \(row.template)")
+                    continue
+                }
+                out.append((row, row.method, concrete + key))
+            }
+        }
+        return out
+    }
+
+    /// Every route class: protected routes refuse another site's Origin whatever the method; client routes do not,
+    /// except the two whose handlers refuse web pages themselves. The routes come from the route table (every row),
+    /// plus spellings of some of them (percent-encoded, with queries).
     func testEveryRouteIsClassified() {
+        // Client routes whose handlers refuse foreign pages (checked below with their own messages).
+        let refusePages: Set<String> = ["/identitytoolkit.googleapis.com/v1/accounts:verifyClient",
+                                        "/identitytoolkit.googleapis.com/v1/accounts:signInWithCustomToken"]
+        let table = requestsForEveryRow()
+        XCTAssertEqual(Set(table.map(\.row.template)).count, Set(Router.rows.map(\.template)).count, "every row has a request")
+        // The classes themselves: the emulator API and the admin API of a project are protected, whatever a new row says.
+        // (The emulator's browser pages are not its API: the email action links and the provider page the SDKs open
+        // in a popup or redirect, /emulator/action and /emulator/auth/…, are open as the official emulator's.)
+        for row in Router.rows where row.template.hasPrefix("/emulator/v1") || row.template.hasPrefix("/identitytoolkit.googleapis.com/v1/projects/{project}")
+            || row.template.hasPrefix("/identitytoolkit.googleapis.com/v2/projects/{project}") {
+            XCTAssertTrue(row.access.isProtected, "\(row.method) \(row.template) must be protected")
+        }
         let p = "/identitytoolkit.googleapis.com/v1/projects/demo-phone"
-        let protected: [(String, String)] = [
+        let listedProtected: [(String, String)] = [
             ("GET", "/emulator/v1/projects/demo-phone/verificationCodes"),
             ("DELETE", "/emulator/v1/projects/demo-phone/verificationCodes"),
             ("GET", "/emulator/v1/projects/demo-phone/verificationCodes:wait?phoneNumber=%2B15555550100&timeoutSeconds=0"),
@@ -238,7 +281,7 @@ final class WebBoundaryTests: XCTestCase {
             ("PATCH", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t1"),
             ("DELETE", "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants/t1"),
         ]
-        let client: [(String, String)] = [
+        let listedClient: [(String, String)] = [
             ("GET", "/"),
             ("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k"),
             ("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPhoneNumber?key=k"),
@@ -256,6 +299,8 @@ final class WebBoundaryTests: XCTestCase {
             ("GET", "/www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"),
             ("GET", "/securetoken.google.com/demo-phone/.well-known/openid-configuration"),
         ]
+        let protected = listedProtected + table.filter { $0.row.access.isProtected }.map { ($0.method, $0.target) }
+        let client = listedClient + table.filter { !$0.row.access.isProtected && !refusePages.contains($0.row.template) }.map { ($0.method, $0.target) }
         for evil in ["http://evil.example", "null"] {
             for (m, path) in protected {
                 for ct in ["text/plain", "application/json", "application/x-www-form-urlencoded"] {
@@ -282,6 +327,14 @@ final class WebBoundaryTests: XCTestCase {
             XCTAssertNil(header(r, "Access-Control-Allow-Origin"))
         }
         XCTAssertEqual(send("POST", "/identitytoolkit.googleapis.com/v1/accounts:verifyClient?key=k", #"{"appToken":"aa"}"#, []).status, 200)
+        for (row, m, path) in table where refusePages.contains(row.template) {
+            for evil in ["http://evil.example", "null"] {
+                let r = send(m, path, "{}", [("Origin", evil), ("Content-Type", "application/json")])
+                XCTAssertEqual(r.status, 403, "\(m) \(path) from \(evil)")
+                XCTAssertTrue(errorMessage(r)?.hasPrefix("PERMISSION_DENIED : Origin not allowed") ?? false, "\(m) \(path): \(errorMessage(r) ?? "")")
+                XCTAssertNil(header(r, "Access-Control-Allow-Origin"), "\(m) \(path)")
+            }
+        }
         // The same protected requests from the JS SDK's page on localhost, and with no Origin at all, get through.
         for origin in ["http://localhost:3000", nil] {
             for (m, path) in protected where !path.hasSuffix(":export") {

@@ -150,7 +150,7 @@ final class SessionTests: XCTestCase {
         let s = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
         guard case .signedIn(var user, _, _, _) = try signIn(s, "123456") else { return XCTFail() }
         user.disabled = true
-        _ = try emulator.store(key).withLock { $0.save(user) }
+        try emulator.testSave(user, in: key)
         let s2 = try emulator.sendVerificationCode(key, phoneNumber: "+16505554567")
         XCTAssertThrowsError(try signIn(s2, "123456")) { XCTAssertEqual(($0 as? AuthError)?.code, .userDisabled) }
     }
@@ -162,7 +162,7 @@ final class SessionTests: XCTestCase {
         XCTAssertEqual(try emulator.redeemRefreshToken(token).0.localId, user.localId)
         clock.advance(millis: 5000)
         user.validSince = clock.nowSeconds()
-        _ = try emulator.store(key).withLock { $0.save(user) }
+        try emulator.testSave(user, in: key)
         XCTAssertThrowsError(try emulator.redeemRefreshToken(token)) { XCTAssertEqual(($0 as? AuthError)?.code, .tokenExpired) }
         let fresh = try emulator.issueRefreshToken(key, localId: user.localId, authTime: clock.nowSeconds(), signInProvider: "phone")
         XCTAssertNoThrow(try emulator.redeemRefreshToken(fresh))

@@ -65,9 +65,6 @@ void csys_random_bytes(void *buf, size_t len);
 /// Monotonic time in nanoseconds.
 unsigned long long csys_monotonic_ns(void);
 
-/// Creates a detached-able pthread running fn(arg); returns 0 on success.
-int csys_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg, size_t stack_size);
-
 /// An io_uring used for one thing: many non-blocking socket sends in one system call (an event loop answering a
 /// batch of requests). Opaque; one per event loop thread, never shared.
 typedef struct csys_uring csys_uring;
