@@ -865,11 +865,7 @@ extension SignInRequest.MFAFinalize: SignInMethod {
     /// changes are saved with the sign-in.
     func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming SignInCandidate?, changes: BlockingFunctions.Outcome?,
                 now: Int64) throws(AuthError) -> SignInOutcome {
-        if let changes, changes.disabled == true, let peeked = decision {
-            try e.refuseDisabled(&tx, localId: peeked.user.localId, changes)
-        }
-        try tx.checkTenantEnabled()
-        try Emulator.checkMFAEnabled(tx.store)
+        try e.beginMFACommit(&tx, decision, changes, Emulator.checkMFAEnabled)
         guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
         guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
         let (pending, _) = try Emulator.pending(&tx, pendingCredential, now: now)
@@ -883,17 +879,39 @@ extension SignInRequest.MFAFinalize: SignInMethod {
         }, onWrongCode: { tx, s in
             if !s.fictional { tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 } }
         })
-        guard var user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
-        let found = user
+        guard let user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
         guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber }) else { throw AuthError(.mfaEnrollmentNotFound) }
-        guard !user.disabled else { throw AuthError(.userDisabled) }
+        return try e.finishMFASignIn(&tx, user, found: user, pendingCredential: pendingCredential, pending, changes: changes,
+                                     enrollment: enrollment, now: now)
+    }
+}
+
+extension Emulator {
+    /// The start of an MFA sign-in finalize's commit (SMS and TOTP): a user a beforeSignIn function disabled gets its
+    /// changes saved and `USER_DISABLED` (nothing consumed); then the tenant and the factor kind (`enabled`) must be on.
+    func beginMFACommit(_ tx: inout StoreTransaction, _ decision: SignInCandidate?, _ changes: BlockingFunctions.Outcome?,
+                        _ enabled: (AuthStore) throws(AuthError) -> Void) throws(AuthError) {
+        if let changes, changes.disabled == true, let peeked = decision {
+            try refuseDisabled(&tx, localId: peeked.user.localId, changes)
+        }
+        try tx.checkTenantEnabled()
+        try enabled(tx.store)
+    }
+
+    /// The end of an MFA sign-in finalize (SMS and TOTP), once the code checked out: a disabled user is
+    /// `USER_DISABLED`; else a beforeSignIn's changes (reported against `found`) and the sign-in times are saved, the
+    /// pending credential is consumed (single use) and tokens carry the second factor.
+    func finishMFASignIn(_ tx: inout StoreTransaction, _ checked: UserRecord, found: UserRecord, pendingCredential: String, _ pending: PendingMFA,
+                         changes: BlockingFunctions.Outcome?, enrollment: MFAEnrollment, now: Int64) throws(AuthError) -> SignInOutcome {
+        guard !checked.disabled else { throw AuthError(.userDisabled) }
+        var user = checked
         changes?.apply(to: &user)
         user.lastLoginAt = now
         user.lastRefreshAt = now
         tx.save(user)
         tx.emitUserChanges(from: found, to: user)  // what a beforeSignIn function changed
         _ = tx.mfaPending.take(pendingCredential, now: now)
-        return e.issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
-                              secondFactorId: enrollment.mfaEnrollmentId)
+        return issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
+                            secondFactorId: enrollment.mfaEnrollmentId, secondFactor: enrollment.totp == nil ? nil : enrollment.factorId)
     }
 }

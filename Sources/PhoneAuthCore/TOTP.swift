@@ -299,11 +299,7 @@ extension SignInRequest.TOTPFinalize: SignInMethod {
     /// spends its step, consumes the credential and issues tokens with `sign_in_second_factor: "totp"`.
     func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming SignInCandidate?, changes: BlockingFunctions.Outcome?,
                 now: Int64) throws(AuthError) -> SignInOutcome {
-        if let changes, changes.disabled == true, let peeked = decision {
-            try e.refuseDisabled(&tx, localId: peeked.user.localId, changes)
-        }
-        try tx.checkTenantEnabled()
-        try Emulator.checkTOTPEnabled(tx.store)
+        try e.beginMFACommit(&tx, decision, changes, Emulator.checkTOTPEnabled)
         let (pending, _) = try Emulator.pending(&tx, pendingCredential, now: now)
         guard let mfaEnrollmentId, !mfaEnrollmentId.isEmpty else {
             throw AuthError(.missingMfaEnrollmentId, "No second factor identifier is provided.")
@@ -326,16 +322,9 @@ extension SignInRequest.TOTPFinalize: SignInMethod {
             tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 }
             throw AuthError(.invalidCode)
         }
-        guard !user.disabled else { throw AuthError(.userDisabled) }
-        user.mfaInfo[i].totp?.lastUsedStep = step
-        let found = user  // the spent step is not a change `user.updated` reports
-        changes?.apply(to: &user)
-        user.lastLoginAt = now
-        user.lastRefreshAt = now
-        tx.save(user)
-        tx.emitUserChanges(from: found, to: user)
-        _ = tx.mfaPending.take(pendingCredential, now: now)
-        return e.issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
-                              secondFactorId: mfaEnrollmentId, secondFactor: "totp")
+        if !user.disabled { user.mfaInfo[i].totp?.lastUsedStep = step }
+        // The spent step is not a change `user.updated` reports.
+        return try e.finishMFASignIn(&tx, user, found: user, pendingCredential: pendingCredential, pending, changes: changes,
+                                     enrollment: user.mfaInfo[i], now: now)
     }
 }

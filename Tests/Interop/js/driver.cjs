@@ -1,5 +1,15 @@
-// What the JS SDK drivers share: a recording of every exchange the SDK makes (method, path, request body, status,
+// What the JS SDK drivers share: the SDK from FIREBASE_SDK_DIR (the browser CommonJS build of auth), a recording of every exchange the SDK makes (method, path, request body, status,
 // response body; WIRE_LOG=1 prints each to stderr) without changing it, and expectations collected as failures.
+const path = require('path');
+
+function loadSdk() {
+  const sdk = process.env.FIREBASE_SDK_DIR;
+  if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
+  const req = (m) => require(path.join(sdk, 'node_modules', m));
+  return { initializeApp: req('@firebase/app').initializeApp, auth: req('@firebase/auth/dist/browser-cjs/index.js'),
+    url: process.env.EMULATOR_URL || 'http://127.0.0.1:9099', project: process.env.PROJECT_ID || 'demo-phone' };
+}
+
 function recordWire() {
   const wire = [];
   const realFetch = globalThis.fetch;
@@ -26,4 +36,4 @@ function expectations() {
   return { failures, expect, expectError };
 }
 
-module.exports = { recordWire, expectations };
+module.exports = { loadSdk, recordWire, expectations };

@@ -13,19 +13,12 @@
 // Prints one JSON summary line and exits 0 when every expectation holds; otherwise prints the failures (and the
 // exchanges so far) to stderr and exits 1. WIRE_LOG=1 prints every request/response to stderr.
 const path = require('path');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
-
-const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
-const project = process.env.PROJECT_ID || 'demo-phone';
+const { loadSdk, recordWire, expectations } = require('./driver.cjs');
+const { initializeApp, auth, url, project } = loadSdk();
 const phone = process.argv[2] || '+16505554567';
 const presetCode = process.argv[3] || null;
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-const { recordWire, expectations } = require('./driver.cjs');
 const { wire, realFetch } = recordWire();
 const { failures, expect, expectError } = expectations();
 

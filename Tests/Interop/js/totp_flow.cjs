@@ -10,22 +10,14 @@
 // Usage: FIREBASE_SDK_DIR=… EMULATOR_URL=http://127.0.0.1:9099 TOTP_PYTHON=.venv/bin/python node totp_flow.cjs
 // The project must have TOTP enabled (mfa.providerConfigs). Prints one JSON summary line and exits 0 when every
 // expectation holds; otherwise prints the failures to stderr and exits 1. WIRE_LOG=1 prints every exchange.
-const path = require('path');
 const { execFileSync } = require('child_process');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
 const python = process.env.TOTP_PYTHON;
 if (!python) { console.error('set TOTP_PYTHON (a python with pyotp)'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
-
-const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
-const project = process.env.PROJECT_ID || 'demo-phone';
+const { loadSdk, recordWire, expectations } = require('./driver.cjs');
+const { initializeApp, auth, url, project } = loadSdk();
 const phone = '+16505554567';
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-const { recordWire, expectations } = require('./driver.cjs');
 const { wire, realFetch } = recordWire();
 const { failures, expect, expectError } = expectations();
 
