@@ -12,7 +12,6 @@
 // verification-code inbox (GET /emulator/v1/projects/{p}/verificationCodes?phoneNumber=…), matched by sessionInfo.
 // Prints one JSON summary line and exits 0 when every expectation holds; otherwise prints the failures (and the
 // exchanges so far) to stderr and exits 1. WIRE_LOG=1 prints every request/response to stderr.
-const path = require('path');
 const { loadSdk, recordWire, expectations } = require('./driver.cjs');
 const { initializeApp, auth, url, project } = loadSdk();
 const phone = process.argv[2] || '+16505554567';
