@@ -81,10 +81,35 @@ enum BatchAccounts {
         guard case .array(let items)? = call.body["users"], !items.isEmpty else { throw AuthError(.missingUserAccount) }
         guard items.count <= 1000 else { throw AuthError.invalidArgument("A maximum of 1000 users can be imported at once.") }
         let algorithm = try ImportedPassword.requestAlgorithm(call.body)
+        if try call.bool("sanityCheck") == true {
+            let oneAccountPerEmail = !(app.emulator.existingStore(key)?.read { $0.config.allowDuplicateEmails } ?? false)
+            try checkDistinct(items, emails: oneAccountPerEmail)
+        }
         let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false, hashAlgorithm: algorithm)
         var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
         if !errors.isEmpty { o["error"] = .array(errors.map { ["index": .int($0.index), "message": .string($0.message)] }) }
         return Reply(.object(o))
+    }
+
+    /// `sanityCheck`: an email (`emails`: one account per email) or a federated identity given to two users of the
+    /// batch refuses the whole batch (production and the official emulator). Entries that are not valid emails or
+    /// identities are left to the per-user checks.
+    static func checkDistinct(_ items: [JSON], emails: Bool) throws(AuthError) {
+        var seen = Set<String>(), seenEmails = Set<String>()
+        for item in items {
+            if emails, let email = item["email"]?.stringValue, Identifiers.isValidEmail(email),
+               !seenEmails.insert(email.lowercased()).inserted {
+                throw AuthError(.duplicateEmail, email)
+            }
+            for p in item["providerUserInfo"]?.arrayValue ?? [] {
+                guard let id = p["providerId"]?.stringValue, ProviderUserInfo.isValidProviderId(id), let raw = p["rawId"]?.stringValue,
+                      !raw.isEmpty, raw.utf8.count <= ProviderUserInfo.maxRawIdLength, !Identifiers.containsControlCharacters(raw)
+                else { continue }
+                guard seen.insert(ProviderUserInfo.indexKey(id, raw)).inserted else {
+                    throw AuthError(.duplicateRawId, "Provider id(\(id)), Raw id(\(raw))")
+                }
+            }
+        }
     }
 
     /// Creates users from exported/imported records (the batchCreate and firebase-tools `accounts.json` shape).

@@ -24,6 +24,8 @@ protocol SignInAnswer: Sendable {
     /// A reply instead of the error (`signInWithIdp`'s `returnIdpCredential`: 200 with `errorMessage`); nil: the error
     /// is answered. Default: nil.
     func recover(_ app: PhoneAuthApp, _ call: Call, _ error: AuthError) -> Reply?
+    /// `firebase.sign_in_attributes` for this sign-in's ID token (a SAML response's attribute statements). Default: nil.
+    var signInAttributes: JSONObject? { get }
 }
 
 extension SignInAnswer {
@@ -32,6 +34,7 @@ extension SignInAnswer {
     }
     func refused(_ app: PhoneAuthApp, _ error: AuthError) {}
     func recover(_ app: PhoneAuthApp, _ call: Call, _ error: AuthError) -> Reply? { nil }
+    var signInAttributes: JSONObject? { nil }
 }
 
 /// One SMS send, as `PhoneAuthApp.sendSMS` runs it (for the store `key`).
@@ -81,12 +84,12 @@ extension PhoneAuthApp {
     /// The tokens step: the ID token of a `SignedIn`, and the handler's reply.
     private func answerSignIn<A: SignInAnswer>(_ call: Call, _ key: StoreKey, _ outcome: SignInOutcome, _ answer: A) throws -> Reply {
         guard case .signedIn(let s) = outcome else { return try answer.reply(self, call, ended: outcome) }
-        return try answer.reply(self, call, s, idToken: try idToken(for: s, key: key))
+        return try answer.reply(self, call, s, idToken: try idToken(for: s, key: key, signInAttributes: answer.signInAttributes))
     }
 
     /// A sign-in's ID token: a custom token's developer claims, then a beforeSignIn's session claims (in this token
     /// only), under the reserved claims and the user's identity fields.
-    func idToken(for s: SignedIn, key: StoreKey) throws -> String {
+    func idToken(for s: SignedIn, key: StoreKey, signInAttributes: JSONObject? = nil) throws -> String {
         var extra = s.sessionClaims
         if let developer = s.developerClaims {
             var claims = CustomTokens.claimsObject(developer)
@@ -94,23 +97,23 @@ extension PhoneAuthApp {
             extra = claims
         }
         return try idToken(for: s.user, key: key, signInProvider: s.signInProvider, authTime: s.authTime, secondFactorId: s.secondFactorId,
-                           secondFactor: s.secondFactor, sessionClaims: extra)
+                           secondFactor: s.secondFactor, sessionClaims: extra, signInAttributes: signInAttributes)
     }
 
     /// An ID token, with extra claims for this sign-in only (session claims, never stored; reserved claim names were
     /// refused when they were parsed).
     func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
-                 secondFactor: String? = nil, sessionClaims: JSONObject?) throws -> String {
+                 secondFactor: String? = nil, sessionClaims: JSONObject?, signInAttributes: JSONObject? = nil) throws -> String {
         let issuedAt = emulator.clock.nowSeconds()
-        if sessionClaims?.isEmpty ?? true,
+        if sessionClaims?.isEmpty ?? true, signInAttributes == nil,
            let payload = TokenService.claimsJSON(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
                                                  issuedAt: issuedAt, secondFactorId: secondFactorId, secondFactor: secondFactor) {
             return try tokens.sign(payloadJSON: payload)
         }
         // Extra claims go in under the user's identity fields, as a custom token's claims do.
-        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                         issuedAt: issuedAt, secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject(),
-                                         secondFactor: secondFactor)
+        let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: issuedAt,
+                                         secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject(), secondFactor: secondFactor,
+                                         signInAttributes: signInAttributes)
         return try tokens.sign(claims)
     }
 

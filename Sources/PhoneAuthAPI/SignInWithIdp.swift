@@ -33,6 +33,8 @@ enum SignInWithIdp {
         let tenantId: String?
         let returnIdpCredential: Bool
 
+        var signInAttributes: JSONObject? { credential.signInAttributes }
+
         func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
             var o = credential.responseBase(emailVerified: s.user.email == credential.profile.email
                 ? (s.user.email == nil ? nil : s.user.emailVerified) : credential.profile.emailVerified)
@@ -218,25 +220,47 @@ struct IdpCredential: Sendable {
             query = base[base.index(after: q)...]
             base = base[..<q]
         }
-        var pairs: [(String, String)] = []
-        // URLSearchParams.set: the first of the name takes the value, the others go.
+        // O(parameters): a body may carry hundreds of thousands of them.
+        var pairs: [(String, String)?] = []
+        var first: [String: Int] = [:], later: [String: [Int]] = [:]
+        for (k, v) in URLEncoding.parsePairs(query) {
+            if first[k] == nil { first[k] = pairs.count } else { later[k, default: []].append(pairs.count) }
+            pairs.append((k, v))
+        }
+        // For each name of `more`, URLSearchParams.set(name, more.get(name)): its first value (the official emulator's
+        // loop); in the merged list the first of the name takes the value and the others go.
         func set(_ more: [(String, String)]) {
-            for (k, v) in more {
-                guard let i = pairs.firstIndex(where: { $0.0 == k }) else { pairs.append((k, v)); continue }
-                pairs[i].1 = v
-                var j = pairs.count - 1
-                while j > i {
-                    if pairs[j].0 == k { pairs.remove(at: j) }
-                    j -= 1
-                }
+            var seen = Set<String>()
+            for (k, v) in more where seen.insert(k).inserted {
+                guard let i = first[k] else { first[k] = pairs.count; pairs.append((k, v)); continue }
+                pairs[i]?.1 = v
+                for j in later.removeValue(forKey: k) ?? [] { pairs[j] = nil }
             }
         }
-        pairs = URLEncoding.parsePairs(query)
         if let postBody { set(URLEncoding.parsePairs(postBody)) }
         set(URLEncoding.parsePairs(fragment))
+        let merged = pairs.compactMap { $0 }
         if let r = base.firstRange(of: "://"), !base[r.upperBound...].contains("/") { base += "/" }
-        let q = pairs.map { URLEncoding.percentEncode($0.0) + "=" + URLEncoding.percentEncode($0.1) }.joined(separator: "&")
-        return (pairs, q.isEmpty ? String(base) : base + "?" + q)
+        let q = merged.map { formEncode($0.0) + "=" + formEncode($0.1) }.joined(separator: "&")
+        return (merged, q.isEmpty ? String(base) : base + "?" + q)
+    }
+
+    /// URLSearchParams' serialization (what the official emulator's message shows): `*-._` and alphanumerics as they
+    /// are, a space as `+`, every other byte `%XX`.
+    static func formEncode(_ s: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count)
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                out.append(b)
+            case UInt8(ascii: " "): out.append(UInt8(ascii: "+"))
+            default: out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The claims of a fake ID token: JSON text starting with `{`, else a JWT (its signature not checked); nil when

@@ -85,9 +85,11 @@ public final class TokenService: Sendable {
     /// `secondFactorId`: the session passed this SMS second factor (`sign_in_second_factor: "phone"`, `second_factor_identifier`);
     /// `secondFactor` names another kind (`totp`: a minted test principal's).
     /// `extraClaims`: the session's own claims (a custom token's `claims`), over the user's custom claims, under the
-    /// reserved ones (the official emulator's order).
+    /// reserved ones (the official emulator's order). `signInAttributes`: a SAML sign-in's attribute statements
+    /// (`firebase.sign_in_attributes`, in that sign-in's token only).
     public static func claims(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject(), secondFactor: String? = nil) -> JSONObject {
+                              secondFactorId: String? = nil, extraClaims: JSONObject = JSONObject(), secondFactor: String? = nil,
+                              signInAttributes: JSONObject? = nil) -> JSONObject {
         var c = JSONObject()
         c.set("name", user.displayName.map(JSON.string))
         c.set("picture", user.photoUrl.map(JSON.string))
@@ -118,6 +120,7 @@ public final class TokenService: Sendable {
             fb["sign_in_second_factor"] = .string(secondFactor ?? "phone")
         }
         fb.set("tenant", key.tenantId.map(JSON.string))
+        fb.set("sign_in_attributes", signInAttributes.map(JSON.object))
         c["firebase"] = .object(fb)
         return c
     }

@@ -8,6 +8,7 @@ extension AuthError.Code {
     public static let configurationExists = Self("CONFIGURATION_EXISTS")
     public static let configurationNotFound = Self("CONFIGURATION_NOT_FOUND")
     public static let credentialMismatch = Self("CREDENTIAL_MISMATCH")
+    public static let duplicateEmail = Self("DUPLICATE_EMAIL")
     public static let duplicateLocalId = Self("DUPLICATE_LOCAL_ID")
     public static let duplicateMfaEnrollmentId = Self("DUPLICATE_MFA_ENROLLMENT_ID")
     public static let duplicateRawId = Self("DUPLICATE_RAW_ID")

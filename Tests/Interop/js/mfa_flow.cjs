@@ -12,13 +12,13 @@
 // verification-code inbox (GET /emulator/v1/projects/{p}/verificationCodes?phoneNumber=…), matched by sessionInfo.
 // Prints one JSON summary line and exits 0 when every expectation holds; otherwise prints the failures (and the
 // exchanges so far) to stderr and exits 1. WIRE_LOG=1 prints every request/response to stderr.
-const { loadSdk, recordWire, expectations } = require('./driver.cjs');
-const { initializeApp, auth, url, project } = loadSdk();
+const { initializeApp, auth, url, project, recordExchanges, expectations } = require('./sdk.cjs');
 const phone = process.argv[2] || '+16505554567';
 const presetCode = process.argv[3] || null;
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-const { wire, realFetch } = recordWire();
+const { wire, realFetch } = recordExchanges();
+
 const { failures, expect, expectError } = expectations();
 
 const verifier = { type: 'recaptcha', verify: async () => 'fake-recaptcha-token', _reset() {} };

@@ -13,12 +13,11 @@
 const { execFileSync } = require('child_process');
 const python = process.env.TOTP_PYTHON;
 if (!python) { console.error('set TOTP_PYTHON (a python with pyotp)'); process.exit(2); }
-const { loadSdk, recordWire, expectations } = require('./driver.cjs');
-const { initializeApp, auth, url, project } = loadSdk();
+const { initializeApp, auth, url, project, recordExchanges, expectations } = require('./sdk.cjs');
 const phone = '+16505554567';
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
-const { wire, realFetch } = recordWire();
+const { wire, realFetch } = recordExchanges();
 const { failures, expect, expectError } = expectations();
 
 async function emulator(method, p, body) {
