@@ -2,7 +2,8 @@ import EmulatorSupport
 import PhoneAuthCore
 
 /// `GET/PATCH /identitytoolkit.googleapis.com/v2/projects/{p}/config` (admin), production's Config resource.
-/// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`) and `smsRegionConfig`; other fields are stored
+/// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`), `smsRegionConfig`, `mfa`, `blockingFunctions` and
+/// `emailPrivacyConfig` (email enumeration protection, what the official emulator's specs set here); other fields are stored
 /// and returned as given. PATCH honours `?updateMask=` (comma-separated paths; a masked path absent from the body
 /// is cleared); without a mask, the body's fields are merged.
 enum AdminConfig {
@@ -15,6 +16,7 @@ enum AdminConfig {
         doc["smsRegionConfig"] = c.smsRegionJSON
         doc["mfa"] = c.mfa.json
         doc["blockingFunctions"] = c.blockingFunctions.json
+        doc["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(c.enableImprovedEmailPrivacy)]
         return doc
     }
 
@@ -66,6 +68,8 @@ enum AdminConfig {
             if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
             updated.mfa = .disabled  // a masked `mfa` absent from the body is cleared
             if let v = doc["mfa"], v != .null { try updated.mfa.apply(v, path: "mfa") }
+            updated.enableImprovedEmailPrivacy = false  // masked and absent from the body: the field's default
+            if let v = doc["emailPrivacyConfig"], v != .null { try updated.apply(.object(["emailPrivacyConfig": v])) }
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
@@ -79,6 +83,7 @@ enum AdminConfig {
         rest["smsRegionConfig"] = nil
         rest["mfa"] = nil
         rest["blockingFunctions"] = nil
+        rest["emailPrivacyConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
         return updated

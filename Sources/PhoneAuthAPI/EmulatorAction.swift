@@ -42,6 +42,8 @@ enum EmulatorAction {
             guard let pending, pending.requestType == .passwordReset else { return expired }
             let template = JSON.string(pending.link + "&newPassword=NEW_PASSWORD_HERE")
             guard let newPassword = call.queryValue("newPassword"), !newPassword.isEmpty else {
+                // A browser's navigation gets a form; a test's HTTP client (and the official emulator) this JSON page.
+                if Console.prefersHTML(call.request.headers["accept"]) { return resetForm(pending) }
                 return page(400, ["error": "missing newPassword query parameter",
                                   "instructions": .string("To reset the password for \(pending.email), send an HTTP GET request to the following URL."),
                                   "instructions2": "You may use a web browser or any HTTP client, such as curl.", "urlTemplate": template])
@@ -100,9 +102,71 @@ enum EmulatorAction {
         Reply(status: status, raw: JSON.object(["authEmulator": .object(body)]).prettySerialized(), contentType: "application/json; charset=utf-8")
     }
 
+    /// The reset page a person sees: a form with the new password that sends the same `GET` (the link's own
+    /// parameters, then `newPassword`), which answers as the JSON pages or the 303 to the code's continue URL do.
+    /// Everything from the link and the email is HTML-escaped; no script; the form goes only to this server.
+    static func resetForm(_ code: OobCode) -> Reply {
+        let pairs = code.link.firstIndex(of: "?").map { URLEncoding.parsePairs(code.link[code.link.index(after: $0)...]) } ?? []
+        var html = #"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">"#
+            + "<title>Reset your password</title></head><body><h1>Reset your password</h1>"
+            + #"<p>for <b id="email">\#(htmlEscaped(code.email))</b></p><form id="reset" method="get" action="/emulator/action">"#
+        for (name, value) in pairs where name != "newPassword" {
+            html += #"<input type="hidden" name="\#(htmlEscaped(name))" value="\#(htmlEscaped(value))">"#
+        }
+        html += #"<p><label for="newPassword">New password</label> <input id="newPassword" name="newPassword" type="password" "#
+            + #"autocomplete="new-password" required autofocus> <button id="save" type="submit">Save</button></p></form></body></html>"#
+        return Reply(status: 200, raw: Array(html.utf8), contentType: ProviderPage.htmlType,
+                     headers: ProviderPage.headers(csp: resetFormCSP, cache: "no-store") + [("Referrer-Policy", "no-referrer")])
+    }
+
+    /// No script, style or request of any kind; the form may go here, and on through the 303 (Chromium checks
+    /// `form-action` on a submission's redirects too) to the code's continue URL, which is http(s).
+    static let resetFormCSP = "default-src 'none'; form-action 'self' http: https:; base-uri 'none'"
+
+    /// `s` with `&`, `<`, `>`, `"` and `'` as character references.
+    static func htmlEscaped(_ s: String) -> String {
+        var out = ""
+        out.reserveCapacity(s.utf8.count)
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    /// A 303 to `url`, with what a URL may not carry raw percent-encoded (see `escapingUnsafe`).
     static func redirect(to url: String) -> Reply {
-        Reply(status: 303, raw: Array("See Other. Redirecting to \(url)".utf8), contentType: "text/plain; charset=utf-8",
-              headers: [("Location", url), ("Cache-Control", "no-store")])
+        let url = escapingUnsafe(url)
+        return Reply(status: 303, raw: Array("See Other. Redirecting to \(url)".utf8), contentType: "text/plain; charset=utf-8",
+                     headers: [("Location", url), ("Cache-Control", "no-store")])
+    }
+
+    /// `s` with every byte outside printable ASCII, space and `"` `<` `>` `` ` `` percent-encoded (as a browser encodes
+    /// them in a path, query or fragment), so a `Location` header is plain ASCII whatever the continue URL holds.
+    /// Everything else, `%` escapes included, stays as written.
+    static func escapingUnsafe(_ s: String) -> String {
+        guard s.utf8.contains(where: unsafe) else { return s }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count + 16)
+        for b in s.utf8 {
+            if unsafe(b) {
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            } else {
+                out.append(b)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func unsafe(_ b: UInt8) -> Bool {
+        b <= 0x20 || b >= 0x7F || b == UInt8(ascii: "\"") || b == UInt8(ascii: "<") || b == UInt8(ascii: ">") || b == UInt8(ascii: "`")
     }
 
     /// The continue URL a code's link was made with (checked absolute, without control characters, when it was).
@@ -111,22 +175,34 @@ enum EmulatorAction {
         return URLEncoding.parsePairs(code.link[code.link.index(after: q)...]).first { $0.0 == "continueUrl" }?.1
     }
 
-    /// `url` with each parameter set in its query (the first of a name replaced, others appended), its fragment kept.
+    /// `url` with each parameter set in its query: the first of that name already there is replaced, others appended
+    /// (a name given twice: the last value). The rest of its query stays as written (`y=a+b`, `flag`), and its
+    /// fragment too. Linear in the query and the parameters.
     static func adding(_ params: [(String, String)], to url: String) -> String {
-        var base = Substring(url), fragment = ""
+        var base = Substring(url), fragment = Substring("")
         if let h = base.firstIndex(of: "#") {
-            fragment = String(base[h...])
+            fragment = base[h...]
             base = base[..<h]
         }
-        var pairs: [(String, String)] = []
+        var pieces: [String] = []
         if let q = base.firstIndex(of: "?") {
-            pairs = URLEncoding.parsePairs(base[base.index(after: q)...])
+            pieces = base[base.index(after: q)...].split(separator: "&").map(String.init)
             base = base[..<q]
         }
-        for (k, v) in params {
-            if let i = pairs.firstIndex(where: { $0.0 == k }) { pairs[i].1 = v } else { pairs.append((k, v)) }
+        var slot: [String: Int] = [:]
+        for (i, piece) in pieces.enumerated() {
+            let name = URLEncoding.percentDecode(piece.prefix { $0 != "=" })
+            if slot[name] == nil { slot[name] = i }
         }
-        let query = pairs.map { URLEncoding.percentEncode($0.0) + "=" + URLEncoding.percentEncode($0.1) }.joined(separator: "&")
-        return String(base) + (query.isEmpty ? "" : "?" + query) + fragment
+        for (k, v) in params {
+            let encoded = URLEncoding.percentEncode(k) + "=" + URLEncoding.percentEncode(v)
+            if let i = slot[k] {
+                pieces[i] = encoded
+            } else {
+                slot[k] = pieces.count
+                pieces.append(encoded)
+            }
+        }
+        return String(base) + (pieces.isEmpty ? "" : "?" + pieces.joined(separator: "&")) + fragment
     }
 }

@@ -17,6 +17,10 @@ enum SendOobCode {
         if let continueUrl, !CreateAuthUri.isAbsoluteURI(continueUrl) {
             throw AuthError(.invalidContinueUri, "((expected an absolute URI with valid scheme and host))")
         }
+        // The link carries it (encoded, up to 3 bytes a byte) into the inbox, the log and --data-dir, once per code.
+        if let continueUrl, continueUrl.utf8.count > maxContinueUrlBytes {
+            throw AuthError(.invalidContinueUri, "((the continue URL is longer than \(maxContinueUrlBytes) bytes))")
+        }
         guard rawType != "0" else { throw AuthError(.missingReqType) }
         guard let type = OobCode.RequestType(wire: rawType) else {
             throw AuthError.invalidJSON("Invalid value at 'request_type' (TYPE_ENUM), \"\(rawType.prefix(100))\"")
@@ -85,6 +89,9 @@ enum SendOobCode {
         return Reply(.object(o))
     }
 
+    /// The longest continue URL a link may carry (production documents no limit; browsers' practical one).
+    static let maxContinueUrlBytes = 2048
+
     /// `http://<Host>` of the request (the `WebBoundary` admitted it), else `http://localhost`.
     static func linkBase(_ call: Call) -> String {
         let host = call.request.headers["Host"] ?? ""
@@ -100,6 +107,7 @@ enum SendOobCode {
 enum ResetPassword {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        try TenantGate.checkEnabled(app, key)
         if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.passwordLoginDisabled) }
         guard let oobCode = try call.string("oobCode"), !oobCode.isEmpty else { throw AuthError(.missingOobCode) }
         let code: OobCode

@@ -298,7 +298,7 @@ enum Router {
                  "the web console's files (embedded; ETag, CSP)", Console.asset),
 
         RouteRow("GET", "/emulator/action", .open, .none, .offload,
-                 "where inbox links lead (`mode=signIn|resetPassword|verifyEmail|verifyAndChangeEmail`): a redirect to the link's continue URL, or what happened", EmulatorAction.handle),
+                 "where inbox links lead (`mode=signIn|resetPassword|verifyEmail|verifyAndChangeEmail`): a redirect to the link's continue URL, or what happened (JSON, as the official emulator's pages; a browser opening a reset link gets a form for the new password)", EmulatorAction.handle),
         // The emulator API.
         RouteRow("GET", "/emulator/v1/clock", .emulator, .none, .loop,
                  "the emulator clock", EmulatorControls.clock),

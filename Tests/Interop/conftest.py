@@ -1,6 +1,7 @@
 """Starts the real emulator binary on a free port for each test module and hands tests a small client."""
 import base64
 import contextlib
+import http.server
 import json
 import os
 import re
@@ -82,6 +83,27 @@ class Emulator:
         self.session.close()
         self._drain.join(5)
         return self.proc.returncode
+
+
+def send_body(handler, status, body, content_type):
+    """Answers an http.server request with `body` (bytes)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def send_json(handler, status, obj):
+    send_body(handler, status, json.dumps(obj).encode(), "application/json")
+
+
+def serve_in_background(handler_class, host="127.0.0.1"):
+    """A threading HTTP server for `handler_class` on `host` and a free port, serving from a daemon thread."""
+    server = http.server.ThreadingHTTPServer((host, 0), handler_class)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def error_message(resp):

@@ -8,13 +8,13 @@ import os
 import shutil
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import jwt
 import pytest
 import requests
 
-from conftest import FICTIONAL, claims_of, error_message
+from conftest import FICTIONAL, claims_of, error_message, send_json, serve_in_background
 
 OWNER = {"Authorization": "Bearer owner"}
 HANG = threading.Event()
@@ -50,22 +50,14 @@ class Function(BaseHTTPRequestHandler):
             self.answer(200, {})
 
     def answer(self, status, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, obj)
 
 
 @pytest.fixture
 def function():
     Function.received = []
     HANG.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Function)
-    server.daemon_threads = True
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
+    server = serve_in_background(Function)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     HANG.set()
     server.shutdown()

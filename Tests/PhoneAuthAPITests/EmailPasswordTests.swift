@@ -305,6 +305,41 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(message(itk("sendOobCode", #"{"requestType":"VERIFY_EMAIL"}"#)), "MISSING_ID_TOKEN")
     }
 
+    /// The admin Config resource's `emailPrivacyConfig` is the switch sign-in and sendOobCode obey (it was stored
+    /// and shown, but not applied; the official emulator's specs turn protection on there).
+    func testTheAdminConfigsEmailPrivacyIsTheOneInForce() {
+        let v2 = "/identitytoolkit.googleapis.com/v2/projects/demo-phone/config"
+        XCTAssertEqual(call("GET", v2, headers: owner).1["emailPrivacyConfig"], ["enableImprovedEmailPrivacy": true])
+        let send = { self.message(self.itk("sendOobCode", #"{"requestType":"PASSWORD_RESET","email":"none@example.com"}"#)) }
+        XCTAssertNil(send(), "protected: an unknown email is answered as a known one")
+        let off = call("PATCH", v2 + "?updateMask=emailPrivacyConfig", #"{"emailPrivacyConfig":{"enableImprovedEmailPrivacy":false}}"#, headers: owner)
+        XCTAssertEqual(off.1["emailPrivacyConfig"], ["enableImprovedEmailPrivacy": false])
+        XCTAssertEqual(send(), "EMAIL_NOT_FOUND")
+        XCTAssertEqual(call("GET", "/emulator/v1/projects/demo-phone/config").1["emailPrivacyConfig"], ["enableImprovedEmailPrivacy": false])
+        // Without a mask the body merges; a masked path absent from the body is cleared (the field's default, off).
+        XCTAssertEqual(call("PATCH", v2, #"{"emailPrivacyConfig":{"enableImprovedEmailPrivacy":true}}"#, headers: owner).0, 200)
+        XCTAssertNil(send())
+        XCTAssertEqual(call("PATCH", v2 + "?updateMask=displayName", #"{"displayName":"x"}"#, headers: owner).1["emailPrivacyConfig"],
+                       ["enableImprovedEmailPrivacy": true], "another field's patch leaves it")
+        XCTAssertEqual(call("PATCH", v2 + "?updateMask=emailPrivacyConfig", "{}", headers: owner).1["emailPrivacyConfig"], ["enableImprovedEmailPrivacy": false])
+        XCTAssertEqual(send(), "EMAIL_NOT_FOUND")
+        let bad = call("PATCH", v2, #"{"emailPrivacyConfig":{"enableImprovedEmailPrivacy":"yes"}}"#, headers: owner)
+        XCTAssertEqual(bad.0, 400)
+        XCTAssertEqual(message(bad), "Invalid config: emailPrivacyConfig.enableImprovedEmailPrivacy: must be true or false, not string")
+        XCTAssertEqual(send(), "EMAIL_NOT_FOUND", "a refused patch changes nothing")
+    }
+
+    /// oob.spec: a tenant with auth disabled answers resetPassword PROJECT_DISABLED before anything else (it said
+    /// MISSING_OOB_CODE), then PASSWORD_LOGIN_DISABLED where passwords are off.
+    func testResetPasswordInADisabledTenant() throws {
+        let tenants = "/identitytoolkit.googleapis.com/v2/projects/demo-phone/tenants"
+        let closed = try XCTUnwrap(call("POST", tenants, #"{"displayName":"closed","disableAuth":true}"#, headers: owner).1["tenantId"]?.stringValue)
+        let nopw = try XCTUnwrap(call("POST", tenants, #"{"displayName":"nopw","allowPasswordSignup":false}"#, headers: owner).1["tenantId"]?.stringValue)
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(closed)"}"#)), "PROJECT_DISABLED")
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(closed)","oobCode":"x","newPassword":"secret2"}"#)), "PROJECT_DISABLED")
+        XCTAssertEqual(message(itk("resetPassword", #"{"tenantId":"\#(nopw)"}"#)), "PASSWORD_LOGIN_DISABLED")
+    }
+
     func testInboxFilterDeleteAndReadsNeverCreateStores() throws {
         signUp("i1@example.com", "secret1")
         signUp("i2@example.com", "secret1")

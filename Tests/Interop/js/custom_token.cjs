@@ -3,12 +3,7 @@
 // Usage: FIREBASE_SDK_DIR=<dir with node_modules/@firebase/{app,auth,...}> EMULATOR_URL=http://127.0.0.1:9099 \
 //        node custom_token.cjs <custom token> [+16505554567] [123456] [tenantId]
 // Exits 0 and prints a JSON summary on success; exits 1 with the SDK error code otherwise.
-const path = require('path');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
+const { initializeApp, auth } = require('./sdk.cjs');
 
 const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
 const token = process.argv[2];

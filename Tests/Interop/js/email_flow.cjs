@@ -3,12 +3,7 @@
 // signInWithEmailAndPassword, plus fetchSignInMethodsForEmail and a wrong password.
 // Usage: FIREBASE_SDK_DIR=<dir with node_modules/@firebase/{app,auth,...}> EMULATOR_URL=http://127.0.0.1:9099 node email_flow.cjs EMAIL
 // Exits 0 and prints a JSON summary on success; exits 1 with the SDK error code otherwise.
-const path = require('path');
-const sdk = process.env.FIREBASE_SDK_DIR;
-if (!sdk) { console.error('set FIREBASE_SDK_DIR'); process.exit(2); }
-const req = (m) => require(path.join(sdk, 'node_modules', m));
-const { initializeApp } = req('@firebase/app');
-const auth = req('@firebase/auth/dist/browser-cjs/index.js');
+const { initializeApp, auth } = require('./sdk.cjs');
 
 const url = process.env.EMULATOR_URL || 'http://127.0.0.1:9099';
 const project = process.env.PROJECT_ID || 'demo-phone';
