@@ -8,7 +8,7 @@ export const EVENT_TYPES = [
   'code.sent', 'code.verified', 'code.rejected', 'session.expired',
   'user.created', 'user.updated', 'user.linked', 'user.disabled', 'user.enabled', 'user.deleted',
   'tokens.issued', 'tokens.refreshed', 'tokens.revoked',
-  'limit.hit', 'appVerification.failed', 'config.changed', 'keys.rotated', 'clock.changed',
+  'limit.hit', 'appVerification.failed', 'recaptcha.assessed', 'sms.delivery', 'config.changed', 'keys.rotated', 'clock.changed',
   'mfa.enrolled', 'mfa.withdrawn', 'oob.sent', 'blockingFunction.called', 'sessionCookie.created', 'project.reset', 'dropped',
 ];
 

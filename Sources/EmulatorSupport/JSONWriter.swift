@@ -54,6 +54,9 @@ extension JSON {
 
     public var serializedString: String { String(decoding: serialized(), as: UTF8.self) }
     public var prettyString: String { String(decoding: prettySerialized(), as: UTF8.self) }
+
+    /// Writes a number as JSON (non-finite: `null`).
+    public static func writeNumber(_ d: Double, into out: inout [UInt8]) { JSONWriter.writeNumber(d, into: &out) }
 }
 
 enum JSONWriter {

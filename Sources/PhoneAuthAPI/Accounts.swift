@@ -96,6 +96,8 @@ enum SignUp {
             let (user, refresh) = try app.emulator.updateUser(k, localId: identity.localId, changes: changes,
                                                               refresh: .init(signInProvider: provider, authTime: authTime))
             let id = try app.idToken(for: user, key: k, signInProvider: provider, authTime: authTime)
+            o.set("email", user.email.map(JSON.string))
+            o.set("displayName", user.displayName.map(JSON.string))
             return Reply(.object(o.merging(["idToken": .string(id), "refreshToken": .string(refresh ?? ""), "expiresIn": "3600", "localId": .string(user.localId)])))
         }
         if app.emulator.tenantSettings(key)?.enableAnonymousUser == false, changes.passwordHash == nil {
@@ -114,6 +116,8 @@ enum SignUp {
             o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))
             o["localId"] = .string(s.user.localId)
             o.set("email", s.user.email.map(JSON.string))
+            // The user's name as saved (the request's, or a blocking function's), as production's SignUpResponse.
+            o.set("displayName", s.user.displayName.map(JSON.string))
             return Reply(.object(o))
         }
     }
@@ -143,6 +147,7 @@ enum UpdateAccount {
         EmailChange.revokeOnChange(app, key: key, localId: localId, &changes)
         if call.privileged, let mfa = try call.object("mfa") {
             // Replaces the list; `enrollments: []` or `mfa: {}` clears it (no `mfa` key leaves it alone).
+            if mfa["enrollments"] == .null { throw AuthError.invalidJSON("/mfa/enrollments must be array") }
             let list = mfa["enrollments"] ?? .null
             changes.mfaInfo = list == .null || list.arrayValue?.isEmpty == true
                 ? [] : try call.adminEnrollments(list, field: "mfa.enrollments", generateIds: false, emulator: app.emulator)
@@ -171,8 +176,10 @@ enum UpdateAccount {
         var grant: Emulator.RefreshGrant? = nil
         if let identity, changes.passwordHash != nil || changes.validSince != nil || wantsTokens {
             // The session keeps its sign-in provider: setting a password does not make a custom-token (or any other)
-            // session a password one.
-            grant = .init(signInProvider: identity.signInProvider, authTime: identity.authTime)
+            // session a password one — but an anonymous one that gains an email and password is upgraded, as signUp's
+            // link (and the official emulator) makes it.
+            let upgraded = identity.signInProvider == "anonymous" && changes.passwordHash != nil
+            grant = .init(signInProvider: upgraded ? "password" : identity.signInProvider, authTime: identity.authTime)
         }
         let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders,
                                                           linkProvider: linkProvider, refresh: grant)
@@ -195,6 +202,11 @@ enum UpdateAccount {
 /// `accounts:delete` (legacy `deleteAccount`) and admin `…/accounts:delete`.
 enum DeleteAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        // An admin names the user by localId; an ID token alone is MISSING_LOCAL_ID there (the official emulator's).
+        if call.privileged, (try call.string("localId") ?? "").isEmpty {
+            _ = try call.storeKey()
+            throw AuthError(.missingLocalId)
+        }
         let (key, localId, _) = try call.targetAccount(app, unprivilegedError: AuthError(.missingIdToken))
         try app.emulator.deleteUser(key, localId: localId)
         return Reply(["kind": "identitytoolkit#DeleteAccountResponse"])

@@ -3,7 +3,7 @@ import PhoneAuthCore
 
 /// `GET/PATCH /identitytoolkit.googleapis.com/v2/projects/{p}/config` (admin), production's Config resource.
 /// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`), `smsRegionConfig`, `mfa`, `blockingFunctions` and
-/// `emailPrivacyConfig` (email enumeration protection, what the official emulator's specs set here); other fields are stored
+/// `emailPrivacyConfig` (`enableImprovedEmailPrivacy`, true for a new project as production's); other fields are stored
 /// and returned as given. PATCH honours `?updateMask=` (comma-separated paths; a masked path absent from the body
 /// is cleared); without a mask, the body's fields are merged.
 enum AdminConfig {
@@ -16,6 +16,7 @@ enum AdminConfig {
         doc["smsRegionConfig"] = c.smsRegionJSON
         doc["mfa"] = c.mfa.json
         doc["blockingFunctions"] = c.blockingFunctions.json
+        doc["recaptchaConfig"] = c.recaptcha.json
         doc["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(c.enableImprovedEmailPrivacy)]
         return doc
     }
@@ -43,7 +44,7 @@ enum AdminConfig {
     static func merged(_ current: ProjectConfig, body: JSONObject, masks: [String], projectId: String) throws(AuthError) -> ProjectConfig {
         var doc = document(current, projectId: projectId)
         if masks.isEmpty {
-            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig"])
+            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers", "smsRegionConfig", "tollFraudScores"])
         } else {
             for m in masks {
                 let path = m.split(separator: ".").map(String.init)
@@ -68,8 +69,10 @@ enum AdminConfig {
             if let v = doc["smsRegionConfig"] { updated.smsRegion = try ProjectConfig.parseSMSRegion(v, path: "smsRegionConfig") }
             updated.mfa = .disabled  // a masked `mfa` absent from the body is cleared
             if let v = doc["mfa"], v != .null { try updated.mfa.apply(v, path: "mfa") }
+            updated.recaptcha = RecaptchaSettings()  // a masked `recaptchaConfig` absent from the body is cleared
+            if let v = doc["recaptchaConfig"], v != .null { try updated.recaptcha.apply(v, path: "recaptchaConfig") }
             updated.enableImprovedEmailPrivacy = false  // masked and absent from the body: the field's default
-            if let v = doc["emailPrivacyConfig"], v != .null { try updated.apply(.object(["emailPrivacyConfig": v])) }
+            if let v = doc["emailPrivacyConfig"], v != .null { try updated.applyEmailPrivacy(v, path: "emailPrivacyConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
@@ -82,6 +85,7 @@ enum AdminConfig {
         rest["name"] = nil
         rest["smsRegionConfig"] = nil
         rest["mfa"] = nil
+        rest["recaptchaConfig"] = nil
         rest["blockingFunctions"] = nil
         rest["emailPrivacyConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])

@@ -6,7 +6,7 @@ import PhoneAuthCore
 enum BatchAccounts {
     static func batchGet(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let tenant = try call.queryTenant()
-        let key = StoreKey(projectId: call.projectId, tenantId: tenant)
+        let key = try call.enabled(StoreKey(projectId: call.projectId, tenantId: tenant))
         var limit = 20
         if let m = call.queryValue("maxResults") {
             guard let n = Int(m), n == -1 || (1...1000).contains(n) else {
@@ -16,17 +16,16 @@ enum BatchAccounts {
         }
         let users = app.emulator.listUsers(key, after: call.queryValue("nextPageToken"), limit: limit)
         var o: JSONObject = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { app.emulator.userFields.render($0) })]
-        if limit != Int.max, users.count == limit, let last = users.last {
-            if !app.emulator.listUsers(key, after: last.localId, limit: 1).isEmpty { o["nextPageToken"] = .string(last.localId) }
-        }
+        // A full page always carries a token, even the last (production, firebase-tools#3231): its page is empty.
+        if limit != Int.max, users.count == limit, let last = users.last { o["nextPageToken"] = .string(last.localId) }
         return Reply(.object(o))
     }
 
     static func batchDelete(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
         let ids = try call.strings("localIds")
-        guard !ids.isEmpty else { throw AuthError(.missingLocalIds) }
-        guard ids.count <= 1000 else { throw AuthError(.localIdsExceedLimit) }
+        // Production's one code for both: an empty list and more than 1000 ids.
+        guard (1...1000).contains(ids.count) else { throw AuthError(.localIdListExceedsLimit) }
         let force = try call.bool("force") ?? false
         // One transaction: the disabled check and the deletes see the same users, and all of them commit or none.
         let errors: [JSON] = try app.emulator.deleteUsers(key, localIds: ids, force: force).map { e in
@@ -83,7 +82,7 @@ enum BatchAccounts {
         let algorithm = try ImportedPassword.requestAlgorithm(call.body)
         if try call.bool("sanityCheck") == true {
             let oneAccountPerEmail = !(app.emulator.existingStore(key)?.read { $0.config.allowDuplicateEmails } ?? false)
-            try checkDistinct(items, emails: oneAccountPerEmail)
+            try sanityCheck(items, emails: oneAccountPerEmail)
         }
         let errors = try importUsers(app, key, items, allowOverwrite: try call.bool("allowOverwrite") ?? false, hashAlgorithm: algorithm)
         var o: JSONObject = ["kind": "identitytoolkit#UploadAccountResponse"]
@@ -91,22 +90,21 @@ enum BatchAccounts {
         return Reply(.object(o))
     }
 
-    /// `sanityCheck`: an email (`emails`: one account per email) or a federated identity given to two users of the
-    /// batch refuses the whole batch (production and the official emulator). Entries that are not valid emails or
-    /// identities are left to the per-user checks.
-    static func checkDistinct(_ items: [JSON], emails: Bool) throws(AuthError) {
-        var seen = Set<String>(), seenEmails = Set<String>()
+    /// `sanityCheck: true`: two users of the batch with one email (`emails`: one account per email), or one provider
+    /// identity, refuse the whole batch (`DUPLICATE_EMAIL : <email>`, `DUPLICATE_RAW_ID : Provider id(<p>), Raw id(<r>)`,
+    /// as production and the official emulator).
+    static func sanityCheck(_ items: [JSON], emails checkEmails: Bool) throws(AuthError) {
+        var emails = Set<String>(), identities = Set<[String]>()
         for item in items {
-            if emails, let email = item["email"]?.stringValue, Identifiers.isValidEmail(email),
-               !seenEmails.insert(email.lowercased()).inserted {
-                throw AuthError(.duplicateEmail, email)
+            guard case .object(let u) = item else { continue }
+            // Emails that are not valid are left to the per-user checks; the message names the repeat as given.
+            if checkEmails, let e = stringField(u["email"]), Identifiers.isValidEmail(e), !emails.insert(e.lowercased()).inserted {
+                throw AuthError(.duplicateEmail, Identifiers.printable(e, limit: 256))
             }
-            for p in item["providerUserInfo"]?.arrayValue ?? [] {
-                guard let id = p["providerId"]?.stringValue, ProviderUserInfo.isValidProviderId(id), let raw = p["rawId"]?.stringValue,
-                      !raw.isEmpty, raw.utf8.count <= ProviderUserInfo.maxRawIdLength, !Identifiers.containsControlCharacters(raw)
-                else { continue }
-                guard seen.insert(ProviderUserInfo.indexKey(id, raw)).inserted else {
-                    throw AuthError(.duplicateRawId, "Provider id(\(id)), Raw id(\(raw))")
+            for p in u["providerUserInfo"]?.arrayValue ?? [] {
+                guard let id = stringField(p["providerId"]), let raw = stringField(p["rawId"]) else { continue }
+                if !identities.insert([id, raw]).inserted {
+                    throw AuthError(.duplicateRawId, "Provider id(\(Identifiers.printable(id, limit: 64))), Raw id(\(Identifiers.printable(raw, limit: 256)))")
                 }
             }
         }
@@ -144,9 +142,10 @@ enum BatchAccounts {
         // One transaction for the whole batch: a replaced user is never deleted without its replacement.
         for (i, e) in try app.emulator.importUsers(key, valid, allowOverwrite: allowOverwrite) {
             switch e.code {
-            case .duplicateLocalId: errors.append((i, "localId belongs to an existing account"))
+            // Production's and the official emulator's messages.
+            case .duplicateLocalId: errors.append((i, "localId belongs to an existing account - can not overwrite."))
             case .phoneNumberExists: errors.append((i, "phone number already exists"))
-            case .emailExists: errors.append((i, "email already exists"))
+            case .emailExists: errors.append((i, "email exists in other account in database"))
             case .federatedUserIdAlreadyLinked: errors.append((i, "raw id exists in other account in database"))
             default: errors.append((i, e.wire.message))
             }

@@ -236,12 +236,16 @@ public final class BlockingCalls: Sendable {
     }
 
     /// beforeSendSms for an SMS to `phone`; throws what blocks the send. `user`: the account concerned, if any.
-    func beforeSendSms(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, phone: String, type: BlockingSMSType, user: UserRecord?) throws(AuthError) {
+    /// `recaptchaScore`: the reCAPTCHA bot score when SMS defense assessed the send (`recaptcha_score`). Returns the
+    /// function's `recaptchaActionOverride`, if any.
+    func beforeSendSms(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, phone: String, type: BlockingSMSType, user: UserRecord?,
+                       recaptchaScore: Double? = nil) throws(AuthError) -> RecaptchaOverride? {
         var ctx = context(.beforeSendSms, call, key, user: user)
         ctx.phoneNumber = phone
         ctx.smsType = type
+        ctx.recaptchaScore = recaptchaScore
         if type != .signIn { ctx.signInMethod = nil }
-        _ = try invoke(app, key, ctx)
+        return try invoke(app, key, ctx)?.recaptchaActionOverride
     }
 }
 

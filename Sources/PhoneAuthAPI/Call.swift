@@ -122,10 +122,17 @@ struct Call: Sendable {
         return t
     }
 
-    func storeKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try tenant()) }
+    func storeKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try tenant())) }
 
     /// `storeKey()` for reads: creates nothing.
-    func readStoreKey() throws(AuthError) -> StoreKey { StoreKey(projectId: projectId, tenantId: try readTenant()) }
+    func readStoreKey() throws(AuthError) -> StoreKey { try enabled(StoreKey(projectId: projectId, tenantId: try readTenant())) }
+
+    /// `key`, unless it is a tenant with `disableAuth`: `PROJECT_DISABLED` before anything else of the request is read
+    /// (production: its users cannot sign in, and its admins cannot manage its users; the official emulator's order).
+    func enabled(_ key: StoreKey) throws(AuthError) -> StoreKey {
+        if key.tenantId != nil, emulator.tenantSettings(key)?.disableAuth == true { throw AuthError(.projectDisabled) }
+        return key
+    }
 }
 
 /// What a handler answers: a status, a JSON body (or raw bytes) and extra headers.

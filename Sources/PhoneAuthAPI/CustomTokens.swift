@@ -106,7 +106,7 @@ enum CustomTokens {
     }
 
     /// The token's `uid`: a string of 1 to 128 characters. Lenient (the official emulator): `user_id` in its place,
-    /// an integral number read as its digits, and a missing one is `MISSING_IDENTIFIER`.
+    /// an integral number read as its digits. A missing one is `MISSING_IDENTIFIER` in every mode.
     static func uid(_ payload: JSONObject, lenient: Bool) throws(AuthError) -> String {
         func text(_ v: JSON?) -> String? {
             switch v {
@@ -116,9 +116,12 @@ enum CustomTokens {
             }
         }
         let raw = text(payload["uid"]) ?? (lenient ? text(payload["user_id"]) : nil)
+        // No uid: MISSING_IDENTIFIER, production's answer too (what the SDKs surface as auth/missing-identifier).
         guard let uid = raw, !uid.isEmpty else {
-            if lenient { throw AuthError(.missingIdentifier) }
-            throw invalid("uid must be a non-empty string.")
+            switch payload["uid"] {
+            case nil, .null?, .string?: throw AuthError(.missingIdentifier)
+            default: throw invalid("uid must be a non-empty string.")
+            }
         }
         guard uid.unicodeScalars.count <= maxUIDCharacters, Identifiers.isValidLocalID(uid) else {
             throw invalid("uid must be a string of 1 to \(maxUIDCharacters) characters (at most \(Identifiers.maxIDBytes) bytes, no control characters).")
@@ -158,6 +161,8 @@ enum CustomTokens {
         let checked: Checked
         let key: StoreKey
         do {
+            // A tenant with auth turned off answers that before the token is looked at (the official emulator's order).
+            if let t = try call.readTenant() { try TenantGate.checkEnabled(app, StoreKey(projectId: call.projectId, tenantId: t)) }
             checked = try check(try call.string("token"), projectId: call.projectId, nowSeconds: app.emulator.clock.nowSeconds(),
                                 lenient: app.tokens.mode == .none)
             // The token's tenant is the call's (path or body `tenantId`): compared before anything is created.

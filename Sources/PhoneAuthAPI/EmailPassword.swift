@@ -116,7 +116,8 @@ enum CreateAuthUri {
         var sessionId = try call.string("sessionId") ?? ""
         if sessionId.isEmpty { sessionId = app.emulator.random.alphanumeric(27) }
         var o: JSONObject = ["kind": "identitytoolkit#CreateAuthUriResponse"]
-        guard !app.emulator.config(key).enableImprovedEmailPrivacy else {
+        let config = app.emulator.config(key)
+        guard !config.enableImprovedEmailPrivacy else {
             o["sessionId"] = .string(sessionId)
             return Reply(.object(o))
         }
@@ -124,8 +125,12 @@ enum CreateAuthUri {
         let user = app.emulator.existingStore(key)?.read { s in s.user(email: identifier) ?? s.users(providerEmail: identifier).first }
         o["registered"] = .bool(user != nil)
         if let methods = user?.signInMethods {
-            if !methods.allProviders.isEmpty { o["allProviders"] = .array(methods.allProviders.map(JSON.string)) }
-            if !methods.signinMethods.isEmpty { o["signinMethods"] = .array(methods.signinMethods.map(JSON.string)) }
+            // With several accounts per email an identity provider's account is another account: only the email's
+            // own methods are listed (the official emulator's answer).
+            let keep: (String) -> Bool = { !config.allowDuplicateEmails || $0 == "password" || $0 == "emailLink" }
+            let all = methods.allProviders.filter(keep), signin = methods.signinMethods.filter(keep)
+            if !all.isEmpty { o["allProviders"] = .array(all.map(JSON.string)) }
+            if !signin.isEmpty { o["signinMethods"] = .array(signin.map(JSON.string)) }
         }
         o["sessionId"] = .string(sessionId)
         return Reply(.object(o))

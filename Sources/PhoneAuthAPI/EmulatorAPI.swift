@@ -56,6 +56,8 @@ enum EmulatorAPI {
         o["fictional"] = .bool(s.fictional)
         o["kind"] = .string(s.kind.inboxName)
         o["message"] = .string(s.message)
+        if let l = s.delivery?.language { o["language"] = .string(l) }
+        if let at = s.delivery?.deliverAt { o["deliveredAt"] = .string(Timestamp.rfc3339(millis: at)) }
         return .object(o)
     }
 
@@ -70,6 +72,7 @@ enum EmulatorAPI {
             guard let v = Double(t), v >= 0, v <= 300 else { throw AuthError.invalidArgument("timeoutSeconds must be between 0 and 300.") }
             timeout = v
         }
+        app.emulator.deliverDueSMS()
         let complete = call.complete
         let seconds = timeout
         let waiter = try app.emulator.waitForCode(key(call), phone: phone, timeoutSeconds: seconds) { session in

@@ -32,6 +32,7 @@ enum EmulatorControls {
                 "The clock offset may not exceed \(EmulatorClock.maxOffsetMillis / 1000) seconds (100 years); POST /emulator/v1/clock:reset returns to the real time.")
         }
         clockChanged(app)
+        app.emulator.deliverDueSMS()
         return Reply(clockJSON(app))
     }
 
@@ -66,13 +67,35 @@ enum EmulatorControls {
     }
 
     /// `{"type": "RECAPTCHA" | "PLAY_INTEGRITY"}` → a token that passes `ENFORCE` once, within two minutes.
+    /// `{"type": "RECAPTCHA_ENTERPRISE", "score"?: 0.9, "action"?: "sendVerificationCode", "tollFraudScore"?: 0.1}` →
+    /// a reCAPTCHA Enterprise test token standing for that assessment (`recaptchaConfig`), single use.
     static func mintCredential(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let raw = try call.string("type") ?? ""
+        if raw.uppercased() == "RECAPTCHA_ENTERPRISE" { return try mintEnterprise(app, call) }
         guard let type = MintedCredentialType(rawValue: raw.uppercased()) else {
-            throw AuthError.invalidArgument("type must be \"RECAPTCHA\" or \"PLAY_INTEGRITY\".")
+            throw AuthError.invalidArgument("type must be \"RECAPTCHA\", \"RECAPTCHA_ENTERPRISE\" or \"PLAY_INTEGRITY\".")
         }
         let (token, exp) = app.emulator.mintAppCredential(EmulatorAPI.key(call), type: type)
         return Reply(["type": .string(type.rawValue), "token": .string(token), "expiresAt": .string(Timestamp.rfc3339(millis: exp))])
+    }
+
+    static func mintEnterprise(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        func score(_ name: String) throws -> Double? {
+            guard let v = call.body[name], v != .null else { return nil }
+            guard case .number(let d) = v, d.isFinite, d >= 0, d <= 1 else { throw AuthError.invalidArgument("\(name) must be a number from 0.0 to 1.0.") }
+            return d
+        }
+        let action = try call.string("action")
+        if let a = action, a.isEmpty || a.utf8.count > 100 || !a.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2F }) {
+            throw AuthError.invalidArgument("action must be 1 to 100 letters, digits, '_' or '/'.")
+        }
+        let t = EnterpriseToken(score: try score("score") ?? 0.9, action: action, tollFraudScore: try score("tollFraudScore"))
+        let (token, exp) = app.emulator.mintEnterpriseToken(EmulatorAPI.key(call), t)
+        var o: JSONObject = ["type": "RECAPTCHA_ENTERPRISE", "token": .string(token), "score": .number(t.score)]
+        o.set("action", t.action.map(JSON.string))
+        o.set("tollFraudScore", t.tollFraudScore.map(JSON.number))
+        o["expiresAt"] = .string(Timestamp.rfc3339(millis: exp))
+        return Reply(.object(o))
     }
 
     static func pushNotifications(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {

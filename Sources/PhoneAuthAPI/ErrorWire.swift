@@ -50,6 +50,8 @@ struct ErrorWire: Sendable, Equatable {
             self.init(http: 401, reason: "authError", message: "Request had invalid authentication credentials. \(Self.credentialHelp)")
         case .routeNotFound: self.init(http: 404, reason: "notFound", message: e.detail ?? "Not Found")
         case .methodNotAllowed: self.init(http: 405, reason: "notFound", message: "Method Not Allowed")
+        // A carrier's refusal, as production answers it (the JS SDK turns it into `auth/error-code:-39`).
+        case .smsNotDelivered: self.init(http: 503, reason: "backendError", message: "Error code: 39")
         case .internalFailure: self.init(http: 500, reason: "backendError", message: e.detail ?? "Internal error encountered.")
         // What the emulator does not do: the text alone (the official emulator's NotImplementedError; the JS SDK turns
         // it into `auth/<the-text-dashed>` there and here alike).

@@ -61,7 +61,18 @@ extension Call {
         c.iosSecret = o["iosSecret"]?.stringValue
         c.playIntegrityToken = o["playIntegrityToken"]?.stringValue
         c.safetyNetToken = o["safetyNetToken"]?.stringValue
+        c.clientType = o["clientType"]?.stringValue
+        c.recaptchaVersion = o["recaptchaVersion"]?.stringValue
         return c
+    }
+
+    /// The request's language for the SMS text: `X-Firebase-Locale` (what the SDKs send for `languageCode`), if it
+    /// looks like a language tag.
+    var smsLocale: String? {
+        guard let v = request.headers["x-firebase-locale"], !v.isEmpty, v.utf8.count <= 35,
+              v.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F })
+        else { return nil }
+        return String(v)
     }
 
     /// `phoneVerificationInfo` (`missing` when absent); Android's `androidVerificationProof` is 501, as the official emulator.
@@ -102,7 +113,10 @@ enum MFAEndpoints {
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         if call.body["phoneEnrollmentInfo"] == nil, try call.object("totpEnrollmentInfo") != nil { return try totpEnrollmentStart(app, call) }
         let (key, identity) = try signedIn(app, call)
-        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: try call.object("phoneEnrollmentInfo")))
+        let info = try call.object("phoneEnrollmentInfo")
+        var credentials = Call.appCredentials(info)
+        credentials.locale = call.smsLocale
+        return try app.sendSMS(call, key, EnrollmentCode(identity: identity, info: info, credentials: credentials))
     }
 
     /// `mfaEnrollment:start`'s send: beforeSendSms is told the number as given (an invalid one is refused first) and
@@ -110,6 +124,9 @@ enum MFAEndpoints {
     struct EnrollmentCode: SMSSend {
         let identity: TokenIdentity
         let info: JSONObject?
+        var credentials: AppCredentials
+
+        var kind: VerificationSession.Kind { .mfaEnrollment }
 
         func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let phone = try PhoneNumber(parsing: info?["phoneNumber"]?.stringValue).e164
@@ -119,7 +136,7 @@ enum MFAEndpoints {
         func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply {
             let sessionInfo = try app.emulator.startMFAEnrollment(
                 key, identity: identity, hasEnrollmentInfo: info != nil, phoneNumber: info?["phoneNumber"]?.stringValue,
-                clientIP: call.request.remoteAddress, credentials: Call.appCredentials(info))
+                clientIP: call.request.remoteAddress, credentials: credentials)
             return Reply(["phoneSessionInfo": ["sessionInfo": .string(sessionInfo)]])
         }
     }
@@ -145,6 +162,8 @@ enum MFAEndpoints {
     /// `{idToken, mfaEnrollmentId}` → `{idToken, refreshToken}` without second-factor claims.
     static func withdraw(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
+        // A tenant with auth off answers that first (the official emulator's order); withdrawing needs no MFA config.
+        try TenantGate.checkEnabled(app, key)
         let (identity, _) = try app.verifiedUser(try call.string("idToken"), call: call, tenant: key.tenantId)
         let k = StoreKey(projectId: call.projectId, tenantId: identity.tenantId)
         return try tokens(app, k, try app.emulator.withdrawMFA(k, identity: identity, mfaEnrollmentId: try call.string("mfaEnrollmentId")))
@@ -156,9 +175,11 @@ enum MFAEndpoints {
         let key = try call.storeKey()
         try app.emulator.checkMFAEnabled(key)
         let info = try call.object("phoneSignInInfo")
+        var credentials = Call.appCredentials(info)
+        credentials.locale = call.smsLocale
         return try app.sendSMS(call, key, SignInCode(pendingCredential: try call.string("mfaPendingCredential"),
                                                      mfaEnrollmentId: try call.string("mfaEnrollmentId"),
-                                                     credentials: Call.appCredentials(info), shape: .mfaSignInStart))
+                                                     credentials: credentials, shape: .mfaSignInStart))
     }
 
     /// An MFA sign-in code for the pending credential's enrollment — for `mfaSignIn:start`, and for the iOS SDK's
@@ -168,7 +189,8 @@ enum MFAEndpoints {
     struct SignInCode: SMSSend {
         let pendingCredential: String?
         let mfaEnrollmentId: String?
-        let credentials: AppCredentials
+        var credentials: AppCredentials
+        var kind: VerificationSession.Kind { .mfaSignIn }
         /// The reply's shape: `mfaSignIn:start`'s, or `sendVerificationCode`'s.
         let shape: Shape
         enum Shape { case mfaSignInStart, sendVerificationCode }

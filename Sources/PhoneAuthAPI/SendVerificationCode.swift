@@ -17,6 +17,9 @@ enum SendVerificationCode {
         send.credentials.iosSecret = try call.string("iosSecret")
         send.credentials.playIntegrityToken = try call.string("playIntegrityToken")
         send.credentials.safetyNetToken = try call.string("safetyNetToken")
+        send.credentials.clientType = try call.string("clientType")
+        send.credentials.recaptchaVersion = try call.string("recaptchaVersion")
+        send.credentials.locale = call.smsLocale
         if let masked = send.phone, MultiFactor.isMasked(masked) {
             // The iOS SDK in testing mode starts an MFA sign-in here, with the masked hint: it is sent as that pending
             // sign-in's `mfaSignIn:start` would be (`Emulator.resolveMaskedMFASignIn`), or refused as production
@@ -38,6 +41,7 @@ enum SendVerificationCode {
         let phone: String?
         let autoRetrievalHash: String?
         var credentials = AppCredentials()
+        var kind: VerificationSession.Kind { .signIn }
 
         func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient? {
             let e164 = try PhoneNumber(parsing: phone).e164

@@ -45,6 +45,20 @@ protocol SMSSend: Sendable {
     func recipient(_ app: PhoneAuthApp, _ key: StoreKey) throws -> SMSRecipient?
     /// The send (`Emulator`) and its reply.
     func send(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey) throws -> Reply
+    /// What the SMS is for (the reCAPTCHA action it is assessed as).
+    var kind: VerificationSession.Kind { get }
+    /// The app credentials it carries (the reCAPTCHA scores beforeSendSms is told come from them; a beforeSendSms
+    /// function's `recaptchaActionOverride` is set on them).
+    var credentials: AppCredentials { get set }
+}
+
+extension SMSSend {
+    /// The same send with a beforeSendSms function's `recaptchaActionOverride`.
+    func withOverride(_ o: RecaptchaOverride?) -> Self {
+        var s = self
+        s.credentials.recaptchaActionOverride = o
+        return s
+    }
 }
 
 struct SMSRecipient: Sendable {
@@ -120,9 +134,10 @@ extension PhoneAuthApp {
     /// The one entry point of every SMS send (see the top of this file).
     func sendSMS<S: SMSSend>(_ call: Call, _ key: StoreKey, _ sms: S) throws -> Reply {
         guard blocking.anyTrigger(self, key, [.beforeSendSms]), let to = try sms.recipient(self, key) else { return try sms.send(self, call, key) }
+        let scores = emulator.recaptchaScores(key, phone: to.phone, kind: sms.kind, credentials: sms.credentials)
         return try blocking.defer(self, call) { [self] in
-            try blocking.beforeSendSms(self, call, key, phone: to.phone, type: to.type, user: to.user)
-            return try sms.send(self, call, key)
+            let o = try blocking.beforeSendSms(self, call, key, phone: to.phone, type: to.type, user: to.user, recaptchaScore: scores?.botScore)
+            return try (scores != nil && o != nil ? sms.withOverride(o) : sms).send(self, call, key)
         }
     }
 }

@@ -20,35 +20,42 @@ enum Tenants {
         o["enableAnonymousUser"] = .bool(t.enableAnonymousUser)
         o["testPhoneNumbers"] = ProjectConfig.testNumbersJSON(config.testPhoneNumbers)
         o["mfaConfig"] = config.mfa.json
+        o["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(config.enableImprovedEmailPrivacy)]
+        if config.recaptcha != RecaptchaSettings() { o["recaptchaConfig"] = config.recaptcha.json }
         if !config.blockingFunctions.isEmpty { o["blockingFunctions"] = config.blockingFunctions.json }
         return o
     }
 
     /// Applies resource fields (all given ones, or only the masked paths) onto the tenant: read, merge and write of
     /// its settings and config in one transaction. `creating`: the tenant was just admitted for a create; an
-    /// invalid body (or a failed commit) unregisters it again. Returns the resulting resource.
+    /// invalid body (or a failed commit) unregisters it again. Without a mask every settable field is replaced
+    /// (production's `tenants.patch`: a field the body leaves out takes its proto default, `false`/empty); a create
+    /// takes our defaults instead (password and anonymous sign-in on). Returns the resulting resource.
     static func apply(_ app: PhoneAuthApp, _ key: StoreKey, body: JSONObject, masks: [String]?, creating: Bool = false) throws -> JSONObject {
         try app.emulator.updateTenant(key, creating: creating) { config, tenant throws(AuthError) -> JSONObject in
-            (tenant, config) = try merged(key, tenant, config, body: body, masks: masks)
+            (tenant, config) = try merged(key, tenant, config, body: body, masks: masks, creating: creating)
             return resource(key, tenant, config)
         }
     }
 
     static func merged(_ key: StoreKey, _ current: TenantSettings, _ currentConfig: ProjectConfig, body: JSONObject,
-                       masks: [String]?) throws(AuthError) -> (TenantSettings, ProjectConfig) {
+                       masks: [String]?, creating: Bool = false) throws(AuthError) -> (TenantSettings, ProjectConfig) {
         var doc = resource(key, current, currentConfig)
         if let masks, !masks.isEmpty {
             for m in masks {
                 let path = m.split(separator: ".").map(String.init)
+                // Only a path into objects sets anything: `displayName.0` or `mfaConfig.enabledProviders.x`
+                // (indexing a string or a list) leaves the tenant as it is, as the official emulator.
+                guard throughObjects(doc, path), throughObjects(body, path) else { continue }
                 doc.setValue(body.value(atPath: path), atPath: path)
             }
         } else {
-            doc = doc.merging(body, replaceWhole: ["testPhoneNumbers"])
+            doc = body
         }
         var t = TenantSettings()
         var extra = doc
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
-                  "mfaConfig", "blockingFunctions"] {
+                  "mfaConfig", "blockingFunctions", "emailPrivacyConfig", "recaptchaConfig"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -62,10 +69,10 @@ enum Tenants {
             }
             t.displayName = s
         }
-        t.allowPasswordSignup = try flag("allowPasswordSignup", true)
+        t.allowPasswordSignup = try flag("allowPasswordSignup", creating)
         t.enableEmailLinkSignin = try flag("enableEmailLinkSignin", false)
         t.disableAuth = try flag("disableAuth", false)
-        t.enableAnonymousUser = try flag("enableAnonymousUser", true)
+        t.enableAnonymousUser = try flag("enableAnonymousUser", creating)
         t.extra = extra
         var config = currentConfig
         do throws(ConfigError) {
@@ -73,6 +80,12 @@ enum Tenants {
             if let v = doc["testPhoneNumbers"] { config.testPhoneNumbers = try ProjectConfig.parseTestNumbers(v, path: "testPhoneNumbers") }
             config.mfa = .disabled  // a masked `mfaConfig` absent from the body is cleared
             if let v = doc["mfaConfig"], v != .null { try config.mfa.apply(v, path: "mfaConfig") }
+            config.enableImprovedEmailPrivacy = ProjectConfig().enableImprovedEmailPrivacy
+            if let v = doc["emailPrivacyConfig"], v != .null {
+                try config.applyEmailPrivacy(v, path: "emailPrivacyConfig")
+            }
+            config.recaptcha = RecaptchaSettings()
+            if let v = doc["recaptchaConfig"], v != .null { try config.recaptcha.apply(v, path: "recaptchaConfig") }
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }
@@ -82,6 +95,14 @@ enum Tenants {
             throw error.authError
         }
         return (t, config)
+    }
+
+    /// Whether every step of `path` before the last names an object (or nothing) in `o`.
+    static func throughObjects(_ o: JSONObject, _ path: [String]) -> Bool {
+        (1..<max(path.count, 1)).allSatisfy { n in
+            guard let v = o.value(atPath: Array(path.prefix(n))) else { return true }
+            return v.objectValue != nil
+        }
     }
 
     static func isValidDisplayName(_ s: String) -> Bool {

@@ -102,10 +102,9 @@ public final class TokenService: Sendable {
         c["sub"] = .string(user.localId)
         c["iat"] = .int(issuedAt)
         c["exp"] = .int(issuedAt + tokenLifetimeSeconds)
-        if let e = user.email {
-            c["email"] = .string(e)
-            c["email_verified"] = .bool(user.emailVerified)
-        }
+        c.set("email", user.email.map(JSON.string))
+        // With an email, as production; without one only when something (a blocking function, an admin) verified it.
+        if user.email != nil || user.emailVerified { c["email_verified"] = .bool(user.emailVerified) }
         c.set("phone_number", user.phoneNumber.map(JSON.string))
         if signInProvider == "anonymous" { c["provider_id"] = "anonymous" }
         var identities = JSONObject()
@@ -142,10 +141,8 @@ public final class TokenService: Sendable {
         c.string("sub", user.localId)
         c.int("iat", issuedAt)
         c.int("exp", issuedAt + tokenLifetimeSeconds)
-        if let e = user.email {
-            c.string("email", e)
-            c.bool("email_verified", user.emailVerified)
-        }
+        if let e = user.email { c.string("email", e) }
+        if user.email != nil || user.emailVerified { c.bool("email_verified", user.emailVerified) }
         if let p = user.phoneNumber { c.string("phone_number", p) }
         if signInProvider == "anonymous" { c.string("provider_id", "anonymous") }
         c.object("firebase") { fb in

@@ -187,6 +187,8 @@ public struct BlockingEventContext: Sendable {
     /// beforeSendSms: the number the SMS goes to and what it is for.
     public var phoneNumber: String?
     public var smsType: BlockingSMSType?
+    /// beforeSendSms: the reCAPTCHA bot score of the send, when SMS defense assessed it (`recaptcha_score`).
+    public var recaptchaScore: Double?
     /// Forwarded credentials (only those `forwardInboundCredentials` turns on are sent).
     public var idToken: String?
     public var refreshToken: String?
@@ -232,6 +234,7 @@ public enum BlockingFunctions {
         c.set("sign_in_second_factor", ctx.secondFactor.map(JSON.string))
         c.set("phone_number", ctx.phoneNumber.map(JSON.string))
         c.set("sms_type", ctx.smsType.map { .string($0.rawValue) })
+        c.set("recaptcha_score", ctx.recaptchaScore.map(JSON.number))
         if let f = ctx.federated {
             c.set("raw_user_info", f.rawUserInfo.map(JSON.string))
             c.set("sign_in_attributes", f.signInAttributes.map(JSON.object))
@@ -260,6 +263,8 @@ public enum BlockingFunctions {
         /// Canonical custom-claims text (validated as the Admin API validates claims).
         public var customAttributes: String? = nil
         public var sessionClaims: JSONObject? = nil
+        /// `recaptchaActionOverride` (`ALLOW`/`BLOCK`): beforeSendSms overriding reCAPTCHA SMS defense's verdict.
+        public var recaptchaActionOverride: RecaptchaOverride? = nil
         public init() {}
 
         public var changesUser: Bool { displayName != nil || photoUrl != nil || disabled != nil || emailVerified != nil || customAttributes != nil }
@@ -302,6 +307,9 @@ public enum BlockingFunctions {
             throw replyError("((Response body is not valid JSON.))", serverFault: true)
         }
         var out = Outcome()
+        if event == .beforeSendSms, case .object(let top) = parsed, let r = top["recaptchaActionOverride"]?.stringValue {
+            out.recaptchaActionOverride = RecaptchaOverride(rawValue: r)
+        }
         guard case .object(let o) = parsed, let ur = o["userRecord"], ur != .null else { return out }
         guard case .object(let record) = ur, let maskValue = record["updateMask"], let mask = maskValue.stringValue, !mask.isEmpty else {
             throw replyError("((Response UserRecord is missing updateMask.))")

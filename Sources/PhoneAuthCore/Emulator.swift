@@ -210,6 +210,8 @@ public final class Emulator: Sendable {
     /// Long-polls on a project or tenant that does not exist (yet): they wait here, by store and number, without
     /// creating it; a send checks this table only while it is not empty.
     let orphanCodes = OrphanInbox<VerificationSession>()
+    /// SMS that arrive later (`phoneAuth.delivery`), until they do (SMSDefense.swift).
+    let lateSMS = LateDeliveries()
     /// Out-of-band code long-polls (`oobCodes:wait`) on a project or tenant that does not exist (yet), likewise.
     let orphanOobCodes = OrphanInbox<OobCode>()
     /// Every store's event log, the event ids and the subscriber cap (Events.swift).
@@ -469,9 +471,17 @@ public final class Emulator: Sendable {
         let settings = tx.store.config.phoneAuth
         if let code = settings.scenarioNumbers[phone.e164]?.onSend { throw Self.scenarioError(code) }
         let preset = tx.store.config.testPhoneNumbers[phone.e164]
-        if preset == nil {
-            try checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, now: now)
+        // reCAPTCHA SMS defense: one comparison while it is OFF. A send whose Enterprise token passed needs no other
+        // app credential; one that did not (AUDIT) falls back to `appVerification`, as the SDKs fall back to v2.
+        var recaptchaPassed = false
+        if tx.store.config.recaptcha.phoneEnforcementState != .off, preset == nil || tx.store.config.recaptcha.includeFictionalNumbers {
+            recaptchaPassed = try checkRecaptcha(&tx, phone: phone.e164, kind: kind, credentials: credentials, now: now)
         }
+        if preset == nil {
+            try checkSendPolicy(&tx, phone: phone, clientIP: clientIP, credentials: credentials, skipAppVerification: recaptchaPassed, now: now)
+        }
+        let delivery = credentials.locale == nil && tx.store.config.phoneAuth.delivery.isEmpty
+            ? nil : try smsDelivery(&tx, phone: phone.e164, credentials: credentials, fictional: preset != nil, now: now)
         if sessionBudget.isFull {
             // `makeSessionRoom` ran before this transaction; this store's oldest expired sessions may still make room.
             tx.sweepOldestExpiredSessions(now: now, maxVisits: 256)
@@ -488,11 +498,17 @@ public final class Emulator: Sendable {
             attemptsLeft: settings.maxCodeAttempts > 0 ? settings.maxCodeAttempts : nil,
             fictional: preset != nil, kind: kind, appSignatureHash: appSignatureHash, sequence: tx.nextSequence)
         session.owner = owner
+        session.delivery = delivery
         tx.nextSequence += 1
         tx.save(session)
-        tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: kind, session: id, fictional: session.fictional, code: session.code))
         tx.sweepExpiredSessions(now: now)
-        notifyWaiters(&tx, session)
+        if session.isDelivered(now: now) {
+            tx.emit(.codeSent(phoneNumber: session.phoneNumber, kind: kind, session: id, fictional: session.fictional, code: session.code))
+            notifyWaiters(&tx, session)
+        } else if let at = delivery?.deliverAt, delivery?.lost == false {
+            let key = tx.key, late = session
+            tx.onCommit { [self] in scheduleLate(key, late, at: at) }
+        }
         return session
     }
 
@@ -500,6 +516,7 @@ public final class Emulator: Sendable {
     func logCode(_ s: VerificationSession, key: StoreKey) {
         let project = [("project", key.description)]
         guard !s.fictional else { return logger.debug("Fictional number \(s.phoneNumber) uses its preset code.", project) }
+        if let d = s.delivery, d.lost { return logger.info("The SMS to \(s.phoneNumber) is lost (phoneAuth.delivery).", project) }
         switch s.kind {
         case .signIn: logger.info("To verify the phone number \(s.phoneNumber), use the code \(s.code).", project)
         case .mfaEnrollment: logger.info("To enroll MFA with \(s.phoneNumber), use the code \(s.code).", project)
@@ -588,7 +605,7 @@ public final class Emulator: Sendable {
             enum Registered { case removed, answered(VerificationSession, (ticket: UInt64, generation: UInt64)), none, waiting }
             let outcome = try box.state.withLock { g throws(AuthError) -> Registered in
                 if g.removed { return .removed }  // deleted or reclaimed meanwhile: look the key up again
-                if let newest = g.store.sessions.newest(phone: phone) { return .answered(newest, box.pending(g)) }
+                if let newest = g.store.sessions.newest(phone: phone, deliveredBy: clock.nowMillis()) { return .answered(newest, box.pending(g)) }
                 guard timeoutSeconds > 0 else { return .none }
                 guard g.store.waiterCount < Self.maxWaitersPerStore else { throw exhausted }
                 g.store.waiters[phone, default: []].append(waiter)
@@ -807,14 +824,21 @@ public final class Emulator: Sendable {
 
     /// Every pending code (optionally one number's) in creation order. O(result). A store that does not exist has none
     /// (and is not created: reads never allocate).
+    /// An SMS that has not arrived (late or lost, `phoneAuth.delivery`) is not in the inbox.
     public func verificationCodes(_ key: StoreKey, phone: String?) -> [VerificationSession] {
-        existingStore(key)?.read { $0.pendingSessions(phone: phone) } ?? []
+        deliverDueSMS()
+        let now = clock.nowMillis()
+        return (existingStore(key)?.read { $0.pendingSessions(phone: phone) } ?? []).filter { $0.isDelivered(now: now) }
     }
 
     /// One page of pending codes in creation order: sequence above `after`, at most `limit`. O(limit), plus the
     /// number's earlier sessions when paging one number.
     public func verificationCodes(_ key: StoreKey, phone: String?, after: UInt64?, limit: Int) -> SessionPage {
-        existingStore(key)?.read { $0.pendingSessions(phone: phone, after: after, limit: limit) } ?? SessionPage(sessions: [], nextAfter: nil)
+        deliverDueSMS()
+        let now = clock.nowMillis()
+        var page = existingStore(key)?.read { $0.pendingSessions(phone: phone, after: after, limit: limit) } ?? SessionPage(sessions: [], nextAfter: nil)
+        if page.sessions.contains(where: { $0.delivery != nil }) { page.sessions.removeAll { !$0.isDelivered(now: now) } }
+        return page
     }
 
     /// Removes pending codes (all, or one number's); their sessions become invalid. Returns how many.

@@ -59,6 +59,12 @@ public enum EventPayload: Sendable, Equatable {
     case tokensRevoked(uid: String)
     case limitHit(limit: AuthError.Code, phoneNumber: String?, ip: String?)
     case appVerificationFailed(reason: AuthError.Code, phoneNumber: String?)
+    /// reCAPTCHA SMS defense assessed a send: `verdict` `ALLOWED`, `BLOCKED` (ENFORCE) or `WOULD_BLOCK` (AUDIT).
+    /// (Boxed: the event stays as small as the others.)
+    indirect case recaptchaAssessed(phoneNumber: String, action: String, state: String, verdict: String, reason: String, botScore: Double?,
+                           tollFraudScore: Double?)
+    /// The carrier's treatment of an SMS (`phoneAuth.delivery`): `DELAYED` (arrives at `deliverAt`), `LOST`, `REJECTED`.
+    case smsDelivery(phoneNumber: String, outcome: String, deliverAt: Int64?)
     case configChanged(fields: [String])
     case keysRotated(kid: String, retiredKids: [String])
     case clockChanged(offsetMillis: Int64, now: Int64)
@@ -91,6 +97,8 @@ public enum EventPayload: Sendable, Equatable {
         case .tokensRevoked: "tokens.revoked"
         case .limitHit: "limit.hit"
         case .appVerificationFailed: "appVerification.failed"
+        case .recaptchaAssessed: "recaptcha.assessed"
+        case .smsDelivery: "sms.delivery"
         case .configChanged: "config.changed"
         case .keysRotated: "keys.rotated"
         case .clockChanged: "clock.changed"
@@ -108,7 +116,7 @@ public enum EventPayload: Sendable, Equatable {
     public static let types: [String] = [
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.linked", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
-        "appVerification.failed", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
+        "appVerification.failed", "recaptcha.assessed", "sms.delivery", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
         "oob.sent", "blockingFunction.called", "sessionCookie.created", "project.reset", "dropped",
     ]
 
@@ -166,6 +174,14 @@ public enum EventPayload: Sendable, Equatable {
             string("limit", limit.rawValue); optional("phoneNumber", phone); optional("ip", ip)
         case .appVerificationFailed(let reason, let phone):
             string("reason", reason.rawValue); optional("phoneNumber", phone)
+        case .recaptchaAssessed(let phone, let action, let state, let verdict, let reason, let bot, let toll):
+            string("phoneNumber", phone); string("action", action); string("enforcementState", state); string("verdict", verdict)
+            string("reason", reason)
+            if let bot { key("botScore"); JSON.writeNumber(bot, into: &out) }
+            if let toll { key("tollFraudScore"); JSON.writeNumber(toll, into: &out) }
+        case .smsDelivery(let phone, let outcome, let at):
+            string("phoneNumber", phone); string("outcome", outcome)
+            if let at { key("deliverAt"); out.append(UInt8(ascii: "\"")); Timestamp.appendRFC3339(millis: at, into: &out); out.append(UInt8(ascii: "\"")) }
         case .configChanged(let fields):
             strings("fields", fields)
         case .keysRotated(let kid, let retired):
@@ -576,6 +592,9 @@ extension EventPayload {
         case .tokensIssued(let uid, let provider, let second): return s(uid) + s(provider) + o(second)
         case .limitHit(_, let phone, let ip): return o(phone) + o(ip)
         case .appVerificationFailed(_, let phone): return o(phone)
+        case .recaptchaAssessed(let phone, let action, let state, let verdict, let reason, _, _):
+            return s(phone) + s(action) + s(state) + s(verdict) + s(reason)
+        case .smsDelivery(let phone, let outcome, _): return s(phone) + s(outcome)
         case .configChanged(let fields): return a(fields)
         case .keysRotated(let kid, let retired): return s(kid) + a(retired)
         case .clockChanged, .dropped: return 0

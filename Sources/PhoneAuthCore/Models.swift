@@ -71,6 +71,8 @@ public struct VerificationSession: Sendable, Equatable {
     public let sequence: UInt64
     /// MFA sessions: the user (`localId`) the code was sent for; only that user's finalize may consume it.
     public var owner: String? = nil
+    /// How its SMS travels (language, a late or lost delivery); nil: delivered at once, in English.
+    public var delivery: SMSDelivery? = nil
 
     public init(id: SessionID, phoneNumber: String, code: String, createdAt: Int64, expiresAt: Int64?, attemptsLeft: Int?,
                 fictional: Bool, kind: Kind, appSignatureHash: String?, sequence: UInt64) {
@@ -89,9 +91,15 @@ public struct VerificationSession: Sendable, Equatable {
     /// The client-facing `sessionInfo`.
     public var sessionInfo: String { id.text }
 
-    /// The SMS text that would have been sent.
+    /// Whether its SMS has arrived by `now` (a lost one never does).
+    public func isDelivered(now: Int64) -> Bool {
+        guard let d = delivery else { return true }
+        return !d.lost && (d.deliverAt ?? 0) <= now
+    }
+
+    /// The SMS text that would have been sent, in its language.
     public var message: String {
-        let text = "\(code) is your verification code."
+        let text = SMSText.text(code: code, language: delivery?.language)
         guard let hash = appSignatureHash, !hash.isEmpty else { return text }
         return "<#> \(text)\n\(hash)"
     }

@@ -51,6 +51,8 @@ public struct PhoneAuthSettings: Sendable, Equatable {
     public var perIp = RateLimit(max: 0, perSeconds: 3600)
     public var smsQuota = RateLimit(max: 0, perSeconds: 86400)
     public var scenarioNumbers: [String: Scenario] = [:]
+    /// `delivery`: how the carrier treats SMS to a number or prefix (SMSDefense.swift).
+    public var delivery: [String: SMSDeliveryRule] = [:]
     public init() {}
 }
 
@@ -90,6 +92,8 @@ public struct ProjectConfig: Sendable, Equatable {
     public var events = EventsPushConfig()
     /// `idpConfigs` (IdpConfigs.swift): federated providers' configurations, in creation order.
     public var idpConfigs: [IdpConfig] = []
+    /// `recaptchaConfig` (SMSDefense.swift): reCAPTCHA SMS defense, production's shape.
+    public var recaptcha = RecaptchaSettings()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -120,7 +124,11 @@ public struct ProjectConfig: Sendable, Equatable {
             sc[k] = .object(e)
         }
         pa["scenarioNumbers"] = .object(sc)
+        var dl = JSONObject()
+        for k in phoneAuth.delivery.keys.sorted() { dl[k] = phoneAuth.delivery[k]!.json }
+        pa["delivery"] = .object(dl)
         o["phoneAuth"] = .object(pa)
+        o["recaptchaConfig"] = recaptcha.json
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
         o["protection"] = protection.json
         o["blockingFunctions"] = blockingFunctions.json
@@ -146,6 +154,15 @@ public struct ProjectConfig: Sendable, Equatable {
 
     // MARK: decoding
 
+    /// `emailPrivacyConfig` (`{enableImprovedEmailPrivacy}`), in a project's config or a tenant resource.
+    public mutating func applyEmailPrivacy(_ v: JSON, path p: String) throws(ConfigError) {
+        for (k2, v2) in try Self.object(v, p) {
+            let p2 = Self.join(p, k2)
+            guard k2 == "enableImprovedEmailPrivacy" else { throw ConfigError(path: p2, message: "unknown key") }
+            enableImprovedEmailPrivacy = try Self.bool(v2, p2)
+        }
+    }
+
     /// Applies a config JSON object onto `self`: fields present replace, objects merge, maps
     /// (`testPhoneNumbers`, `scenarioNumbers`) are replaced whole. Unknown keys are refused.
     public mutating func apply(_ json: JSON, path: String = "") throws(ConfigError) {
@@ -156,13 +173,9 @@ public struct ProjectConfig: Sendable, Equatable {
             case "signIn": try applySignIn(v, path: p, strict: true)
             case "smsRegionConfig": smsRegion = try Self.parseSMSRegion(v, path: p)
             case "mfa": try mfa.apply(v, path: p)
-            case "emailPrivacyConfig":
-                for (k2, v2) in try Self.object(v, p) {
-                    let p2 = Self.join(p, k2)
-                    guard k2 == "enableImprovedEmailPrivacy" else { throw ConfigError(path: p2, message: "unknown key") }
-                    enableImprovedEmailPrivacy = try Self.bool(v2, p2)
-                }
+            case "emailPrivacyConfig": try applyEmailPrivacy(v, path: p)
             case "phoneAuth": try applyPhoneAuth(v, path: p)
+            case "recaptchaConfig": try recaptcha.apply(v, path: p)
             case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
@@ -234,6 +247,7 @@ public struct ProjectConfig: Sendable, Equatable {
                 }
             case "smsQuota": phoneAuth.smsQuota = try Self.parseLimit(v2, base: phoneAuth.smsQuota, path: p)
             case "scenarioNumbers": phoneAuth.scenarioNumbers = try Self.parseScenarios(v2, path: p)
+            case "delivery": phoneAuth.delivery = try SMSDeliveryRule.parse(v2, path: p)
             default: throw ConfigError(path: p, message: "unknown key")
             }
         }

@@ -10,6 +10,13 @@ public struct AppCredentials: Sendable, Equatable {
     public var iosSecret: String?
     public var playIntegrityToken: String?
     public var safetyNetToken: String?
+    /// reCAPTCHA Enterprise: `clientType` (`CLIENT_TYPE_WEB`, …) and `recaptchaVersion` (`RECAPTCHA_ENTERPRISE`).
+    public var clientType: String?
+    public var recaptchaVersion: String?
+    /// What a beforeSendSms function answered about the reCAPTCHA verdict (set by the API after the call).
+    public var recaptchaActionOverride: RecaptchaOverride?
+    /// The request's language (`X-Firebase-Locale`), for the SMS text.
+    public var locale: String?
     public init() {}
 }
 
@@ -73,6 +80,8 @@ public struct CredentialState: Sendable {
 
     /// token → type
     public var minted = ExpiringTable<MintedCredentialType>(capacity: maxMinted)
+    /// Minted reCAPTCHA Enterprise test tokens → the assessment each stands for.
+    public var enterprise = ExpiringTable<EnterpriseToken>(capacity: maxMinted)
     /// iOS receipt → secret
     public var receipts = ExpiringTable<String>(capacity: maxReceipts)
     /// receipt → the push that carried it
@@ -91,9 +100,10 @@ extension Emulator {
     /// App verification, region policy and limits for a non-fictional number, in production's order, then the abuse
     /// limit on sends per address (Protection.swift). Runs inside the send's transaction; records the send in the
     /// windows when everything passes.
-    func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials, now: Int64) throws(AuthError) {
+    func checkSendPolicy(_ tx: inout StoreTransaction, phone: PhoneNumber, clientIP: String?, credentials: AppCredentials,
+                         skipAppVerification: Bool = false, now: Int64) throws(AuthError) {
         let settings = tx.store.config.phoneAuth
-        if settings.appVerification == .enforce {
+        if settings.appVerification == .enforce && !skipAppVerification {
             do throws(AuthError) { try Self.verifyApp(&tx.credentials, credentials, now: now) } catch {
                 tx.emit(.appVerificationFailed(reason: error.code, phoneNumber: phone.e164))
                 throw error

@@ -188,7 +188,7 @@ struct OrderChunk: Sendable {
 
 /// A page of pending sessions, in creation order.
 public struct SessionPage: Sendable {
-    public let sessions: [VerificationSession]
+    public var sessions: [VerificationSession]
     /// Set when more sessions follow: pass it back as `after` for the next page.
     public let nextAfter: UInt64?
 }
@@ -210,11 +210,14 @@ public struct SessionTable: Sendable {
     private var appHashes: [SessionID: String] = [:]
     /// The users MFA sessions were sent for (`VerificationSession.owner`), for the sessions that have one.
     private var owners: [SessionID: String] = [:]
+    /// How SMS travel, for the sessions whose SMS is late, lost or not in English.
+    private var deliveries: [SessionID: SMSDelivery] = [:]
 
     /// The session stored as `r` under `id`, with its side-table fields.
     private func full(_ id: SessionID, _ r: SessionRecord) -> VerificationSession {
         var s = r.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id])
         if !owners.isEmpty { s.owner = owners[id] }
+        if !deliveries.isEmpty { s.delivery = deliveries[id] }
         return s
     }
 
@@ -237,6 +240,7 @@ public struct SessionTable: Sendable {
                 }
                 if let h = s.appSignatureHash { appHashes[id] = h } else if !appHashes.isEmpty { appHashes[id] = nil }
                 if let o = s.owner { owners[id] = o } else if !owners.isEmpty { owners[id] = nil }
+                if let d = s.delivery { deliveries[id] = d } else if !deliveries.isEmpty { deliveries[id] = nil }
             } else {
                 remove(id)
             }
@@ -253,6 +257,7 @@ public struct SessionTable: Sendable {
         unindex(id, old)
         if !appHashes.isEmpty { appHashes[id] = nil }
         if !owners.isEmpty { owners[id] = nil }
+        if !deliveries.isEmpty { deliveries[id] = nil }
         return true
     }
 
@@ -267,6 +272,7 @@ public struct SessionTable: Sendable {
         phones = PhoneIndex()
         appHashes = [:]
         owners = [:]
+        deliveries = [:]
         count = 0
     }
 
@@ -315,14 +321,19 @@ public struct SessionTable: Sendable {
     }
 
     /// The newest pending session of a number; O(1) amortised.
-    public func newest(phone: String) -> VerificationSession? {
+    /// `deliveredBy`: only a session whose SMS has arrived by then (the inbox's view).
+    public func newest(phone: String, deliveredBy now: Int64? = nil) -> VerificationSession? {
         guard let list = phones[phone] else { return nil }
         var visits = 0
         defer { noteVisits(visits) }
         for i in stride(from: list.total - 1, through: 0, by: -1) {
             let id = list[i]
             visits += 1
-            if let r = shards[id.shard][id], r.phoneNumber == phone { return full(id, r) }
+            if let r = shards[id.shard][id], r.phoneNumber == phone {
+                let s = full(id, r)
+                if let now, !s.isDelivered(now: now) { continue }
+                return s
+            }
         }
         return nil
     }

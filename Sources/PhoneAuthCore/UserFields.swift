@@ -233,7 +233,12 @@ public enum UserFields {
                   fromImport: { v, _, _ in
                       guard let s = text(v) else { return .success(nil) }
                       do throws(AuthError) { return .success(.set(.string(try CustomClaims.validate(s)))) } catch {
-                          return .failure(UserFieldError("Invalid claims: \(error.description)"))
+                          // batchCreate's per-user messages, as production's and the official emulator's.
+                          switch error.code {
+                          case .forbiddenClaim: return .failure(UserFieldError("Custom claims provided include a reserved claim."))
+                          case .claimsTooLarge: return .failure(UserFieldError("Custom claims provided are too large."))
+                          default: return .failure(UserFieldError("Invalid custom claims provided."))
+                          }
                       }
                   },
                   admit: { c, _, _ throws(AuthError) in

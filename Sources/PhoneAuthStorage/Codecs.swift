@@ -28,6 +28,11 @@ enum Codecs {
         o.set("attemptsLeft", s.attemptsLeft.map { .int($0) })
         o.set("appSignatureHash", s.appSignatureHash.map(JSON.string))
         o.set("owner", s.owner.map(JSON.string))
+        if let d = s.delivery {
+            o.set("language", d.language.map(JSON.string))
+            o.set("deliverAt", d.deliverAt.map(int))
+            if d.lost { o["lost"] = true }
+        }
         return JSON.object(o).serializedString
     }
 
@@ -41,6 +46,10 @@ enum Codecs {
             kind: VerificationSession.Kind(rawValue: o["kind"]?.stringValue ?? "") ?? .signIn,
             appSignatureHash: o["appSignatureHash"]?.stringValue, sequence: UInt64(max(0, int64(o["sequence"]) ?? 0)))
         s.owner = o["owner"]?.stringValue
+        let language = o["language"]?.stringValue.flatMap { SMSText.language(forLocale: $0) }
+        let deliverAt = int64(o["deliverAt"])
+        let lost = o["lost"]?.boolValue ?? false
+        if language != nil || deliverAt != nil || lost { s.delivery = SMSDelivery(language: language, deliverAt: deliverAt, lost: lost) }
         return s
     }
 

@@ -27,6 +27,8 @@ final class FunctionServer: HTTPResponder, @unchecked Sendable {
         case "/create": return json(#"{"userRecord":{"updateMask":"displayName,customClaims,somethingNew","displayName":"Ada","customClaims":{"role":"admin"},"somethingNew":1}}"#)
         case "/signin": return json(#"{"userRecord":{"updateMask":"sessionClaims,photoUrl","sessionClaims":{"session":"s1"},"photoUrl":"https://example.com/a.png"}}"#)
         case "/block": return json(#"{"error":{"message":"No sign-ups today","status":"INVALID_ARGUMENT"}}"#, 400)
+        case "/allow": return json(#"{"recaptchaActionOverride":"ALLOW"}"#)
+        case "/deny": return json(#"{"recaptchaActionOverride":"BLOCK"}"#)
         case "/garbage": return HTTPResponse(status: 200, body: Array("<html>not json".utf8))
         case "/nomask": return json(#"{"userRecord":{"displayName":"x"}}"#)
         case "/disable": return json(#"{"userRecord":{"updateMask":"disabled","disabled":true}}"#)
@@ -253,6 +255,33 @@ final class BlockingFunctionsTests: XCTestCase, AppCalling {
         XCTAssertEqual(r.0, 400)
         XCTAssertTrue(message(r)?.hasPrefix("BLOCKING_FUNCTION_ERROR_RESPONSE : ((HTTP request to") == true)
         XCTAssertEqual(app.emulator.verificationCodes(StoreKey(projectId: "demo-phone"), phone: nil).count, 0)
+    }
+
+    /// beforeSendSms is told the reCAPTCHA bot score (`recaptcha_score`) and its `recaptchaActionOverride` overrides the
+    /// score verdict (not a token error).
+    func testBeforeSendSmsReceivesTheScoreAndOverridesTheVerdict() throws {
+        XCTAssertEqual(call("PATCH", "/emulator/v1/projects/demo-phone/config",
+                            #"{"recaptchaConfig":{"phoneEnforcementState":"ENFORCE","useSmsBotScore":true,"managedRules":[{"endScore":0.5,"action":"BLOCK"}]}}"#).0, 200)
+        func token(_ score: Double) -> String {
+            call("POST", "/emulator/v1/projects/demo-phone/appCredentials", #"{"type":"RECAPTCHA_ENTERPRISE","score":\#(score)}"#).1["token"]?.stringValue ?? ""
+        }
+        func send(_ token: String) -> (Int, JSON) {
+            wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k",
+                 #"{"phoneNumber":"+15551230001","captchaResponse":"\#(token)","clientType":"CLIENT_TYPE_WEB","recaptchaVersion":"RECAPTCHA_ENTERPRISE"}"#)
+        }
+        XCTAssertEqual(configure(["beforeSendSms": "/allow"]).0, 200)
+        XCTAssertEqual(send(token(0.2)).0, 200, "ALLOW overrides a bot-score block")
+        XCTAssertEqual(functions.received.withLock { $0.last?.payload["recaptcha_score"] }, .number(0.2))
+        XCTAssertEqual(message(send("made-up")), "INVALID_RECAPTCHA_TOKEN", "a token error is not overridden")
+        XCTAssertEqual(configure(["beforeSendSms": "/deny"]).0, 200)
+        XCTAssertEqual(message(send(token(0.9))), "INVALID_APP_CREDENTIAL : reCAPTCHA SMS defense blocked the send (OVERRIDE_BLOCK).")
+        XCTAssertEqual(configure(["beforeSendSms": "/ok"]).0, 200)
+        XCTAssertEqual(send(token(0.9)).0, 200)
+        XCTAssertEqual(message(send(token(0.2))), "INVALID_APP_CREDENTIAL : reCAPTCHA SMS defense blocked the send (BOT_SCORE).")
+        // Without SMS defense the function is told no score.
+        XCTAssertEqual(call("PATCH", "/emulator/v1/projects/demo-phone/config", #"{"recaptchaConfig":{"phoneEnforcementState":"OFF","useSmsBotScore":false}}"#).0, 200)
+        XCTAssertEqual(wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:sendVerificationCode?key=k", #"{"phoneNumber":"+15551230001"}"#).0, 200)
+        XCTAssertNil(functions.received.withLock { $0.last?.payload["recaptcha_score"] })
     }
 
     func testTenantUsesItsOwnFunctionElseTheProjects() {

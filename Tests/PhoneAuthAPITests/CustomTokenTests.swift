@@ -181,8 +181,12 @@ final class CustomTokenTests: XCTestCase, AppCalling {
         XCTAssertEqual(message(signIn(unsigned(payload(.string(String(repeating: "u", count: 129)))))), tooLong)
         XCTAssertEqual(message(signIn(unsigned(payload(.string(String(repeating: "é", count: 65)))))), tooLong)
         XCTAssertEqual(message(signIn(unsigned(payload("a\u{0}b")))), tooLong)
-        for bad: JSON? in [nil, "", 42, ["x"], .null] {
-            XCTAssertEqual(message(signIn(unsigned(payload(bad)))), "INVALID_CUSTOM_TOKEN : uid must be a non-empty string.", "\(String(describing: bad))")
+        for bad: JSON in [42, ["x"]] {
+            XCTAssertEqual(message(signIn(unsigned(payload(bad)))), "INVALID_CUSTOM_TOKEN : uid must be a non-empty string.", "\(bad)")
+        }
+        // No uid at all: production's and the official emulator's MISSING_IDENTIFIER.
+        for missing: JSON? in [nil, "", .null] {
+            XCTAssertEqual(message(signIn(unsigned(payload(missing)))), "MISSING_IDENTIFIER", "\(String(describing: missing))")
         }
     }
 

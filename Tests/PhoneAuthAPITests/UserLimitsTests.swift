@@ -100,7 +100,7 @@ final class UserLimitsTests: XCTestCase {
         let errors = r.1["error"]?.arrayValue ?? []
         XCTAssertEqual(errors.compactMap { $0["index"]?.int64Value }, [1, 2, 3, 4])
         XCTAssertEqual(errors.first?["message"]?.stringValue, Self.nameError)
-        XCTAssertEqual(errors.last?["message"]?.stringValue, "Invalid claims: CLAIMS_TOO_LARGE")
+        XCTAssertEqual(errors.last?["message"]?.stringValue, "Custom claims provided are too large.")
         XCTAssertEqual(userCount(), 1)
 
         // firebase-tools import (--import, accounts.json): the same per-user problems.
