@@ -125,9 +125,10 @@ function render(u, fresh) {
   disarmDelete();
   const mfa = u.mfaInfo || [];
   $('#user-mfa').replaceChildren(...(mfa.length ? mfa.map((m) => {
-    const b = h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove second factor ${m.phoneInfo || m.mfaEnrollmentId}` }, 'Remove');
+    const what = m.totpInfo && !m.phoneInfo ? 'TOTP' : (m.phoneInfo || '');
+    const b = h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove second factor ${m.phoneInfo || `TOTP ${m.mfaEnrollmentId}`}` }, 'Remove');
     b.addEventListener('click', () => withdraw(m.mfaEnrollmentId));
-    return h('li', {}, h('span', { class: 'mono' }, m.phoneInfo || ''), ' ', m.displayName ? `“${m.displayName}” ` : '',
+    return h('li', {}, h('span', { class: 'mono' }, what), ' ', m.displayName ? `“${m.displayName}” ` : '',
       h('span', { class: 'hint' }, `enrolled ${m.enrolledAt || ''} `), b);
   }) : [h('li', { class: 'hint' }, 'No second factors.')]));
 }
@@ -202,7 +203,9 @@ async function remove() {
 async function withdraw(enrollmentId) {
   if (!current) return;
   const keep = (current.mfaInfo || []).filter((m) => m.mfaEnrollmentId !== enrollmentId).map((m) => {
-    const o = { mfaEnrollmentId: m.mfaEnrollmentId, phoneInfo: m.phoneInfo };
+    // A TOTP factor is kept by its id (the server keeps its secret; lookups never show it).
+    const o = m.totpInfo && !m.phoneInfo ? { mfaEnrollmentId: m.mfaEnrollmentId, totpInfo: {} }
+      : { mfaEnrollmentId: m.mfaEnrollmentId, phoneInfo: m.phoneInfo };
     if (m.displayName) o.displayName = m.displayName;
     if (m.enrolledAt) o.enrolledAt = m.enrolledAt;
     return o;

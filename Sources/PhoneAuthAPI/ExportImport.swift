@@ -51,7 +51,7 @@ public enum ExportImport {
         func accounts(_ key: StoreKey) -> JSON {
             let users = app.emulator.existingStore(key)?.read { s in s.users.keys.sorted().compactMap { s.users[$0] } } ?? []
             total += users.count
-            return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { app.emulator.userFields.render($0) })]
+            return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { exportRecord(app, $0) })]
         }
         try write(authFD, "accounts.json", accounts(root))
         var written = 0
@@ -67,6 +67,15 @@ public enum ExportImport {
         // config.json: what the official emulator reads (signIn.allowDuplicateEmails, emailPrivacyConfig) plus ours.
         try write(authFD, "config.json", app.emulator.config(root).toJSON())
         return (total, written)
+    }
+
+    /// A user as `accounts.json` holds it: the admin wire form, with TOTP factors' secrets (`MFAEnrollment.exportJSON`:
+    /// no lookup shows them, an import needs them).
+    static func exportRecord(_ app: PhoneAuthApp, _ u: UserRecord) -> JSON {
+        let record = app.emulator.userFields.render(u)
+        guard u.mfaInfo.contains(where: { $0.totp != nil }), case .object(var o) = record else { return record }
+        o["mfaInfo"] = .array(u.mfaInfo.map(\.exportJSON))
+        return .object(o)
     }
 
     /// Opens the directory `path` names inside the export root for writing, creating missing directories: a

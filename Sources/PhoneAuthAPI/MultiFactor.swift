@@ -1,4 +1,5 @@
 import EmulatorSupport
+import JWT
 import PhoneAuthCore
 
 /// The wire shapes of SMS second factors.
@@ -10,7 +11,7 @@ public enum MFAJSON {
             o.set("displayName", e.displayName.map(JSON.string))
             o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: e.enrolledAt))
             o["mfaEnrollmentId"] = .string(e.mfaEnrollmentId)
-            o["phoneInfo"] = .string(e.maskedPhone)
+            if let masked = e.maskedPhone { o["phoneInfo"] = .string(masked) } else { o["totpInfo"] = .object(JSONObject()) }
             return .object(o)
         })
     }
@@ -34,9 +35,18 @@ extension Call {
         var parsed: [MultiFactor.AdminEnrollment] = []
         for item in items {
             guard case .object(let o) = item else { throw AuthError.invalidJSON("Invalid value at '\(field)', \(item.serializedString.prefix(100))") }
+            var secret: [UInt8]? = nil
+            let totp = o["phoneInfo"] == nil && o["totpInfo"]?.objectValue != nil
+            if totp, let given = o["totpInfo"]?["sharedSecretKey"] {
+                guard let s = MultiFactor.totpSecret(given.stringValue) else {
+                    throw AuthError.invalidArgument("totpInfo.sharedSecretKey must be base32 of 10 to 64 bytes.")
+                }
+                secret = s
+            }
             parsed.append(MultiFactor.AdminEnrollment(
                 phoneInfo: o["phoneInfo"]?.stringValue, mfaEnrollmentId: o["mfaEnrollmentId"]?.stringValue,
-                displayName: o["displayName"]?.stringValue, enrolledAt: o["enrolledAt"]?.stringValue.flatMap(MultiFactor.parseRFC3339)))
+                displayName: o["displayName"]?.stringValue, enrolledAt: o["enrolledAt"]?.stringValue.flatMap(MultiFactor.parseRFC3339),
+                isTOTP: totp, totpSecret: secret))
         }
         return try MultiFactor.enrollments(parsed, generateIds: generateIds, now: emulator.clock.nowMillis(), random: emulator.random)
     }
@@ -80,26 +90,28 @@ enum MFAEndpoints {
     /// The signed-in user of the call's `idToken` and the store it lives in. A token of another tenant than the body's
     /// `tenantId` is `TENANT_ID_MISMATCH` before the MFA state is looked at (the official emulator resolves the tenant
     /// from the token first); other token errors come after `OPERATION_NOT_ALLOWED`, as before.
-    static func signedIn(_ app: PhoneAuthApp, _ call: Call) throws -> (StoreKey, TokenIdentity) {
+    static func signedIn(_ app: PhoneAuthApp, _ call: Call, totp: Bool = false) throws -> (StoreKey, TokenIdentity) {
         let key = try call.storeKey()
         let token = try call.string("idToken")
         let verified = Result { () throws(AuthError) -> TokenIdentity in
             try app.tokens.verify(token, projectId: call.projectId, nowSeconds: app.emulator.clock.nowSeconds())
         }
         if let t = key.tenantId, case .success(let claimed) = verified, claimed.tenantId != t { throw AuthError(.tenantIdMismatch) }
-        try app.emulator.checkMFAEnabled(key)
+        if totp { try app.emulator.checkTOTPEnabled(key) } else { try app.emulator.checkMFAEnabled(key) }
         let identity = try verified.get()
         _ = try app.emulator.user(for: identity)
         return (StoreKey(projectId: call.projectId, tenantId: identity.tenantId), identity)
     }
 
     static func tokens(_ app: PhoneAuthApp, _ key: StoreKey, _ t: MFATokens) throws -> Reply {
-        let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime, secondFactorId: t.secondFactorId)
+        let idToken = try app.idToken(for: t.user, key: key, signInProvider: t.signInProvider, authTime: t.authTime, secondFactorId: t.secondFactorId,
+                                      secondFactor: t.secondFactor, sessionClaims: nil)
         return Reply(["idToken": .string(idToken), "refreshToken": .string(t.refreshToken)])
     }
 
     /// `{idToken, phoneEnrollmentInfo: {phoneNumber, recaptchaToken?, …}, tenantId?}` → `{phoneSessionInfo: {sessionInfo}}`.
     static func enrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        if call.body["phoneEnrollmentInfo"] == nil, try call.object("totpEnrollmentInfo") != nil { return try totpEnrollmentStart(app, call) }
         let (key, identity) = try signedIn(app, call)
         let info = try call.object("phoneEnrollmentInfo")
         var credentials = Call.appCredentials(info)
@@ -131,6 +143,7 @@ enum MFAEndpoints {
 
     /// `{idToken, displayName?, phoneVerificationInfo: {sessionInfo, code}}` → `{idToken, refreshToken}` with the new factor.
     static func enrollmentFinalize(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        if call.body["phoneVerificationInfo"] == nil, try call.object("totpVerificationInfo") != nil { return try totpEnrollmentFinalize(app, call) }
         let (key, identity) = try signedIn(app, call)
         if MultiFactor.ineligibleProviders.contains(identity.signInProvider) {
             throw AuthError(.unsupportedFirstFactor, "MFA is not available for the given first factor.")
@@ -201,10 +214,13 @@ enum MFAEndpoints {
     /// `{mfaPendingCredential, phoneVerificationInfo: {sessionInfo, code}, tenantId?}` → `{idToken, refreshToken}`.
     static func signInFinalize(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
-        try app.emulator.checkMFAEnabled(key)
+        if call.body["phoneVerificationInfo"] == nil, call.body["totpVerificationInfo"] != nil { try app.emulator.checkTOTPEnabled(key) } else {
+            try app.emulator.checkMFAEnabled(key)
+        }
         guard let pending = try call.string("mfaPendingCredential"), !pending.isEmpty else {
             throw AuthError(.mfaMissingCredential, "Please set MFA Pending Credential.")
         }
+        if call.body["phoneVerificationInfo"] == nil, try call.object("totpVerificationInfo") != nil { return try totpSignInFinalize(app, call, key, pending) }
         let info = try call.phoneVerificationInfo(missing: AuthError(.invalidArgument, "MFA provider not supported!"))
         let request = SignInRequest.MFAFinalize(pendingCredential: pending, sessionInfo: info["sessionInfo"]?.stringValue,
                                                 code: info["code"]?.stringValue, clientIP: call.request.remoteAddress)
@@ -216,5 +232,44 @@ enum MFAEndpoints {
         func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
             Reply(["idToken": .string(idToken), "refreshToken": .string(s.refreshToken)])
         }
+    }
+}
+
+/// TOTP second factors (PhoneAuthCore/TOTP.swift has the flow).
+extension MFAEndpoints {
+    /// `{idToken, totpEnrollmentInfo: {}, tenantId?}` → `{totpSessionInfo: {sharedSecretKey, verificationCodeLength,
+    /// hashingAlgorithm, periodSec, sessionInfo, finalizeEnrollmentTime}}`.
+    static func totpEnrollmentStart(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let (key, identity) = try signedIn(app, call, totp: true)
+        let s = try app.emulator.startTOTPEnrollment(key, identity: identity)
+        return Reply(["totpSessionInfo": [
+            "sharedSecretKey": .string(TOTP.base32(s.secret)),
+            "verificationCodeLength": .int(Int64(TOTP.digits)),
+            "hashingAlgorithm": "SHA1",
+            "periodSec": .int(TOTP.periodSeconds),
+            "sessionInfo": .string(s.sessionInfo),
+            "finalizeEnrollmentTime": .string(Timestamp.protobufJSON(millis: s.finalizeBy)),
+        ]])
+    }
+
+    /// `{idToken, displayName?, totpVerificationInfo: {sessionInfo, verificationCode}}` → `{idToken, refreshToken}`.
+    static func totpEnrollmentFinalize(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let (key, identity) = try signedIn(app, call, totp: true)
+        let info = try call.object("totpVerificationInfo") ?? JSONObject()
+        let displayName = try call.string("displayName")
+        if let n = displayName, Identifiers.containsControlCharacters(n) || n.utf8.count > 256 {
+            throw AuthError.invalidArgument("displayName must be at most 256 bytes without control characters.")
+        }
+        let t = try app.emulator.finalizeTOTPEnrollment(key, identity: identity, sessionInfo: info["sessionInfo"]?.stringValue,
+                                                        code: info["verificationCode"]?.stringValue, displayName: displayName, hmac: hmacSHA1)
+        return try tokens(app, key, t)
+    }
+
+    /// `{mfaPendingCredential, mfaEnrollmentId, totpVerificationInfo: {verificationCode}, tenantId?}` → `{idToken, refreshToken}`.
+    static func totpSignInFinalize(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ pending: String) throws -> Reply {
+        let info = try call.object("totpVerificationInfo") ?? JSONObject()
+        let request = SignInRequest.TOTPFinalize(pendingCredential: pending, mfaEnrollmentId: try call.string("mfaEnrollmentId"),
+                                                 code: info["verificationCode"]?.stringValue, hmac: hmacSHA1, clientIP: call.request.remoteAddress)
+        return try app.signIn(call, key, .totpFinalize(request), FinalizeAnswer())
     }
 }

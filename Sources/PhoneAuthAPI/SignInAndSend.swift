@@ -111,22 +111,23 @@ extension PhoneAuthApp {
             extra = claims
         }
         return try idToken(for: s.user, key: key, signInProvider: s.signInProvider, authTime: s.authTime, secondFactorId: s.secondFactorId,
-                           sessionClaims: extra, signInAttributes: signInAttributes)
+                           secondFactor: s.secondFactor, sessionClaims: extra, signInAttributes: signInAttributes)
     }
 
     /// An ID token, with extra claims for this sign-in only (session claims, never stored; reserved claim names were
     /// refused when they were parsed).
     func idToken(for user: UserRecord, key: StoreKey, signInProvider: String, authTime: Int64, secondFactorId: String? = nil,
-                 sessionClaims: JSONObject?, signInAttributes: JSONObject? = nil) throws -> String {
+                 secondFactor: String? = nil, sessionClaims: JSONObject?, signInAttributes: JSONObject? = nil) throws -> String {
         let issuedAt = emulator.clock.nowSeconds()
         if sessionClaims?.isEmpty ?? true, signInAttributes == nil,
            let payload = TokenService.claimsJSON(for: user, key: key, authTime: authTime, signInProvider: signInProvider,
-                                                 issuedAt: issuedAt, secondFactorId: secondFactorId) {
+                                                 issuedAt: issuedAt, secondFactorId: secondFactorId, secondFactor: secondFactor) {
             return try tokens.sign(payloadJSON: payload)
         }
         // Extra claims go in under the user's identity fields, as a custom token's claims do.
         let claims = TokenService.claims(for: user, key: key, authTime: authTime, signInProvider: signInProvider, issuedAt: issuedAt,
-                                         secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject(), signInAttributes: signInAttributes)
+                                         secondFactorId: secondFactorId, extraClaims: sessionClaims ?? JSONObject(), secondFactor: secondFactor,
+                                         signInAttributes: signInAttributes)
         return try tokens.sign(claims)
     }
 

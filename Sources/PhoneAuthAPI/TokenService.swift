@@ -129,7 +129,7 @@ public final class TokenService: Sendable {
     /// are those `JSON.object(claims(…)).serialized()` gives (a test compares them across users, tenants and factors);
     /// nil when the user has custom claims (`claims` handles their merge rules) or federated identities.
     static func claimsJSON(for user: UserRecord, key: StoreKey, authTime: Int64, signInProvider: String, issuedAt: Int64,
-                           secondFactorId: String? = nil) -> [UInt8]? {
+                           secondFactorId: String? = nil, secondFactor: String? = nil) -> [UInt8]? {
         guard user.customAttributes == nil, user.providerUserInfo.isEmpty else { return nil }
         var c = JSONObjectBytes(capacity: 768)
         if let v = user.displayName { c.string("name", v) }
@@ -153,7 +153,7 @@ public final class TokenService: Sendable {
             fb.string("sign_in_provider", signInProvider)
             if let secondFactorId {
                 fb.string("second_factor_identifier", secondFactorId)
-                fb.string("sign_in_second_factor", "phone")
+                fb.string("sign_in_second_factor", secondFactor ?? "phone")
             }
             if let t = key.tenantId { fb.string("tenant", t) }
         }

@@ -114,9 +114,13 @@ extension Commands {
     /// An enrollment's full number: `unobfuscatedPhoneInfo`, else `phoneInfo`.
     static func enrollmentPhone(_ e: JSON) -> String { e["unobfuscatedPhoneInfo"]?.stringValue ?? e["phoneInfo"]?.stringValue ?? "" }
 
+    /// A TOTP factor (`totpInfo`) rather than a number.
+    static func isTOTP(_ e: JSON) -> Bool { e["phoneInfo"] == nil && e["totpInfo"] != nil }
+
     static func enrollmentRows(_ e: JSON) -> [(String, String)] {
         let phone = enrollmentPhone(e)
-        return [("enrollment id", e["mfaEnrollmentId"]?.stringValue ?? ""), ("phone", phone), ("masked", maskPhone(phone)),
+        return [("enrollment id", e["mfaEnrollmentId"]?.stringValue ?? ""), ("type", isTOTP(e) ? "totp" : "phone"),
+                ("phone", isTOTP(e) ? "-" : phone), ("masked", isTOTP(e) ? "-" : maskPhone(phone)),
                 ("display name", e["displayName"]?.stringValue ?? "-"), ("enrolled at", e["enrolledAt"]?.stringValue ?? "")]
     }
 
@@ -126,7 +130,7 @@ extension Commands {
         let list = u["mfaInfo"]?.arrayValue ?? []
         if s.json { s.emit(["localId": u["localId"] ?? .string(a[0]), "mfaInfo": .array(list)], rows: []); return }
         if list.isEmpty { s.print("no second factors"); return }
-        s.table(["ENROLLMENT ID", "PHONE", "MASKED", "DISPLAY NAME", "ENROLLED AT"], list.map { e in enrollmentRows(e).map(\.1) })
+        s.table(["ENROLLMENT ID", "TYPE", "PHONE", "MASKED", "DISPLAY NAME", "ENROLLED AT"], list.map { e in enrollmentRows(e).map(\.1) })
     }
 
     static func mfaUnenroll(_ s: Session, _ a: [String]) throws {
@@ -138,7 +142,9 @@ extension Commands {
         }
         // What firebase-admin's updateUser({multiFactor: {enrolledFactors}}) sends: the whole list minus that one.
         let rest: [JSON] = list.filter { $0["mfaEnrollmentId"]?.stringValue != id }.map { e in
-            var o: JSONObject = ["mfaEnrollmentId": e["mfaEnrollmentId"] ?? .null, "phoneInfo": .string(enrollmentPhone(e))]
+            // A TOTP factor is kept by its id (the server keeps its secret).
+            var o: JSONObject = ["mfaEnrollmentId": e["mfaEnrollmentId"] ?? .null]
+            if isTOTP(e) { o["totpInfo"] = .object(JSONObject()) } else { o["phoneInfo"] = .string(enrollmentPhone(e)) }
             o.set("displayName", e["displayName"])
             o.set("enrolledAt", e["enrolledAt"])
             return .object(o)
@@ -205,8 +211,15 @@ extension Commands {
             throw CommandFailure("the sign-in asked for a second factor but named none")
         }
         if enrollment == nil && hints.count > 1 && !s.json {
-            let masked = hints.first?["phoneInfo"]?.stringValue ?? ""
+            let masked = hints.first?["phoneInfo"]?.stringValue ?? "TOTP"
             s.context.err("using the first second factor, \(Terminal.safe(id)) (\(Terminal.safe(masked))); choose another with --enrollment ID")
+        }
+        if let hint = hints.first(where: { $0["mfaEnrollmentId"]?.stringValue == id }), isTOTP(hint) {
+            // TOTP: no start; the code from --code or the emulator's current-code helper.
+            let theCode = try code ?? totpCode(c, uid: uid, enrollment: id)
+            let tokens = try c.v2("mfaSignIn:finalize", ["mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(id),
+                                                         "totpVerificationInfo": ["verificationCode": .string(theCode)]])
+            return SecondFactor(localId: uid, enrollmentId: id, tokens: tokens)
         }
         let start = try c.v2("mfaSignIn:start", ["mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(id)])
         guard let session = start["phoneResponseInfo"]?["sessionInfo"]?.stringValue else {
@@ -223,9 +236,40 @@ extension Commands {
         return SecondFactor(localId: uid, enrollmentId: id, tokens: tokens)
     }
 
+    /// The code a TOTP factor accepts now (`GET …/totpCode`); a step already spent is waited out on the emulator clock
+    /// by asking for the next one only if the server says so (`used`): the caller sees an error otherwise.
+    static func totpCode(_ c: EmulatorClient, uid: String? = nil, enrollment: String? = nil, session: String? = nil) throws -> String {
+        var q: [(String, String)] = []
+        if let uid { q.append(("localId", uid)) }
+        if let enrollment { q.append(("mfaEnrollmentId", enrollment)) }
+        if let session { q.append(("sessionInfo", session)) }
+        let r = try c.request("GET", c.emulatorBase + "/totpCode", query: q)
+        guard let code = r["code"]?.stringValue else { throw APIError(status: 500, message: "no code in the reply") }
+        if r["used"]?.boolValue == true {
+            throw CommandFailure("this step's code was already used; the next one is valid from \(r["validUntil"]?.stringValue ?? "the next step") (advance the clock: phone-auth clock advance 30)")
+        }
+        return code
+    }
+
+    /// `mfa totp-code UID [ENROLLMENT_ID]`: the current code of the user's TOTP factor (the first one without an id).
+    static func mfaTotpCode(_ s: Session, _ a: [String]) throws {
+        let c = try s.client()
+        var q = [("localId", a[0])]
+        if a.count > 1 { q.append(("mfaEnrollmentId", a[1])) }
+        let r = try c.request("GET", c.emulatorBase + "/totpCode", query: q)
+        if !s.json, let code = r["code"]?.stringValue {
+            s.print(Terminal.safe(code))
+            if r["used"]?.boolValue == true { s.context.err("(already used for this factor: valid again from the next step, \(Terminal.safe(r["validUntil"]?.stringValue ?? "")))") }
+            return
+        }
+        s.emit(r, rows: [])
+    }
+
     static func mfaEnroll(_ s: Session, _ a: [String]) throws {
         let (email, password) = try passwordCredentials(s.args)
-        guard let phone = s.args.value("phone"), !phone.isEmpty else { throw UsageError("--phone is required") }
+        let totp = s.args.has("totp")
+        let phone = s.args.value("phone") ?? ""
+        guard totp || !phone.isEmpty else { throw UsageError("--phone PHONE or --totp is required") }
         let c = try s.client()
         let first = try signInWithPassword(c, email, password)
         guard let uid = first["localId"]?.stringValue else { throw APIError(status: 500, message: "no localId in the reply") }
@@ -236,12 +280,24 @@ extension Commands {
             idToken = try completeSecondFactor(s, c, first, enrollment: s.args.value("enrollment"), code: nil).tokens["idToken"]?.stringValue
         }
         guard let idToken else { throw APIError(status: 500, message: "no idToken in the reply") }
-        let start = try c.v2("mfaEnrollment:start", ["idToken": .string(idToken), "phoneEnrollmentInfo": ["phoneNumber": .string(phone)]])
-        guard let session = start["phoneSessionInfo"]?["sessionInfo"]?.stringValue else {
-            throw APIError(status: 500, message: "no phoneSessionInfo.sessionInfo in the reply")
+        var body: JSONObject = ["idToken": .string(idToken)]
+        var secret: String? = nil
+        if totp {
+            let start = try c.v2("mfaEnrollment:start", ["idToken": .string(idToken), "totpEnrollmentInfo": .object(JSONObject())])
+            guard let session = start["totpSessionInfo"]?["sessionInfo"]?.stringValue else {
+                throw APIError(status: 500, message: "no totpSessionInfo.sessionInfo in the reply")
+            }
+            secret = start["totpSessionInfo"]?["sharedSecretKey"]?.stringValue
+            let code = try s.args.value("code") ?? totpCode(c, session: session)
+            body["totpVerificationInfo"] = ["sessionInfo": .string(session), "verificationCode": .string(code)]
+        } else {
+            let start = try c.v2("mfaEnrollment:start", ["idToken": .string(idToken), "phoneEnrollmentInfo": ["phoneNumber": .string(phone)]])
+            guard let session = start["phoneSessionInfo"]?["sessionInfo"]?.stringValue else {
+                throw APIError(status: 500, message: "no phoneSessionInfo.sessionInfo in the reply")
+            }
+            let code = try inboxCode(s, c, phone: phone, session: session, explicit: s.args.value("code"))
+            body["phoneVerificationInfo"] = ["sessionInfo": .string(session), "code": .string(code)]
         }
-        let code = try inboxCode(s, c, phone: phone, session: session, explicit: s.args.value("code"))
-        var body: JSONObject = ["idToken": .string(idToken), "phoneVerificationInfo": ["sessionInfo": .string(session), "code": .string(code)]]
         body.set("displayName", s.args.value("display-name").map(JSON.string))
         let tokens = try c.v2("mfaEnrollment:finalize", body)
         // The new factor as the user's own lookup shows it: the one that was not there before.
@@ -251,6 +307,8 @@ extension Commands {
             throw CommandFailure("the enrollment finished but the user's lookup shows no second factor")
         }
         var o: JSONObject = ["localId": .string(uid), "mfaEnrollment": e]
+        // The shared secret, for an authenticator app (shown once, as production's start answer does).
+        o.set("sharedSecretKey", secret.map(JSON.string))
         o.set("idToken", tokens["idToken"])
         o.set("refreshToken", tokens["refreshToken"])
         s.emit(.object(o), rows: [("uid", uid)] + enrollmentRows(e))
@@ -278,6 +336,6 @@ extension Commands {
             ("sign_in_second_factor", factor ?? "(missing)"), ("second_factor_identifier", identifier ?? "(missing)"),
             ("ID token", idToken), ("refresh token", r.tokens["refreshToken"]?.stringValue ?? ""),
         ])
-        if factor != "phone" { s.failed = true }
+        if factor != "phone" && factor != "totp" { s.failed = true }
     }
 }

@@ -68,7 +68,7 @@ public enum EventPayload: Sendable, Equatable {
     case configChanged(fields: [String])
     case keysRotated(kid: String, retiredKids: [String])
     case clockChanged(offsetMillis: Int64, now: Int64)
-    case mfaEnrolled(uid: String, mfaEnrollmentId: String, phoneNumber: String)
+    case mfaEnrolled(uid: String, mfaEnrollmentId: String, phoneNumber: String?)
     case mfaWithdrawn(uid: String, mfaEnrollmentId: String)
     case oobSent(email: String, requestType: String, oobCode: String)
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
@@ -193,7 +193,8 @@ public enum EventPayload: Sendable, Equatable {
             int("offsetMillis", offset)
             key("now"); out.append(UInt8(ascii: "\"")); Timestamp.appendRFC3339(millis: now, into: &out); out.append(UInt8(ascii: "\""))
         case .mfaEnrolled(let uid, let id, let phone):
-            string("uid", uid); string("mfaEnrollmentId", id); string("phoneNumber", phone)
+            // A TOTP factor has no number (and its secret is never in an event): `factorId` says which kind.
+            string("uid", uid); string("mfaEnrollmentId", id); optional("phoneNumber", phone); string("factorId", phone == nil ? "totp" : "phone")
         case .mfaWithdrawn(let uid, let id):
             string("uid", uid); string("mfaEnrollmentId", id)
         case .oobSent(let email, let type, let code):
@@ -604,7 +605,7 @@ extension EventPayload {
         case .configChanged(let fields): return a(fields)
         case .keysRotated(let kid, let retired): return s(kid) + a(retired)
         case .clockChanged, .dropped: return 0
-        case .mfaEnrolled(let uid, let id, let phone): return s(uid) + s(id) + s(phone)
+        case .mfaEnrolled(let uid, let id, let phone): return s(uid) + s(id) + o(phone)
         case .mfaWithdrawn(let uid, let id): return s(uid) + s(id)
         case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
         case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)

@@ -27,12 +27,14 @@ extension VerificationSession.Kind {
     }
 }
 
-/// One enrolled SMS second factor.
+/// One enrolled second factor: an SMS number (`phoneInfo`) or a TOTP secret (`totp`), exactly one of them.
 public struct MFAEnrollment: Sendable, Equatable {
     /// 28 letters and digits when we make it; an admin may give its own (`Identifiers.mfaEnrollmentID`).
     public var mfaEnrollmentId: String
-    /// The enrolled number, canonical E.164.
-    public var phoneInfo: String
+    /// The enrolled number, canonical E.164 (nil for a TOTP factor).
+    public var phoneInfo: String?
+    /// A TOTP factor's secret and replay state (nil for an SMS factor).
+    public var totp: TOTPFactor?
     public var displayName: String?
     /// Milliseconds since the epoch.
     public var enrolledAt: Int64
@@ -44,39 +46,92 @@ public struct MFAEnrollment: Sendable, Equatable {
         self.enrolledAt = enrolledAt
     }
 
-    /// Every digit but the last four shown as `*` (`+*******0100`), as first-factor replies show the hints.
-    public var maskedPhone: String { MultiFactor.mask(phoneInfo) }
+    public init(mfaEnrollmentId: String, totp: TOTPFactor, displayName: String?, enrolledAt: Int64) {
+        self.mfaEnrollmentId = mfaEnrollmentId
+        self.totp = totp
+        self.displayName = displayName
+        self.enrolledAt = enrolledAt
+    }
 
-    /// The journal's form (the `mfaInfo` field's canonical value).
+    /// `phone` or `totp`: the ID token's `sign_in_second_factor`, a blocking function's `factor_id`.
+    public var factorId: String { totp == nil ? "phone" : "totp" }
+
+    /// Every digit but the last four shown as `*` (`+*******0100`), as first-factor replies show the hints (nil for TOTP).
+    public var maskedPhone: String? { phoneInfo.map(MultiFactor.mask) }
+
+    /// The journal's form (the `mfaInfo` field's canonical value): a TOTP factor keeps its secret (base32) and the last
+    /// step it verified.
     public var journalJSON: JSON {
-        var o: JSONObject = ["mfaEnrollmentId": .string(mfaEnrollmentId), "phoneInfo": .string(phoneInfo), "enrolledAt": .exactInt(enrolledAt)]
+        var o: JSONObject = ["mfaEnrollmentId": .string(mfaEnrollmentId)]
+        o.set("phoneInfo", phoneInfo.map(JSON.string))
+        if let totp {
+            o["totpSecret"] = .string(TOTP.base32(totp.secret))
+            o.set("totpLastUsedStep", totp.lastUsedStep.map(JSON.exactInt))
+        }
+        o["enrolledAt"] = .exactInt(enrolledAt)
         o.set("displayName", displayName.map(JSON.string))
         return .object(o)
     }
 
-    /// Reads `journalJSON`; nil without an id and a number.
+    /// Reads `journalJSON`; nil without an id, or without a number or a secret.
     public init?(journal v: JSON) {
-        guard let id = v["mfaEnrollmentId"]?.stringValue, let phone = v["phoneInfo"]?.stringValue else { return nil }
-        self.init(mfaEnrollmentId: id, phoneInfo: phone, displayName: v["displayName"]?.stringValue, enrolledAt: v["enrolledAt"]?.exactInt64 ?? 0)
+        guard let id = v["mfaEnrollmentId"]?.stringValue else { return nil }
+        let name = v["displayName"]?.stringValue, at = v["enrolledAt"]?.exactInt64 ?? 0
+        if let phone = v["phoneInfo"]?.stringValue {
+            self.init(mfaEnrollmentId: id, phoneInfo: phone, displayName: name, enrolledAt: at)
+        } else if let secret = v["totpSecret"]?.stringValue.flatMap(TOTP.base32Decode) {
+            self.init(mfaEnrollmentId: id, totp: TOTPFactor(secret: secret, lastUsedStep: v["totpLastUsedStep"]?.exactInt64),
+                      displayName: name, enrolledAt: at)
+        } else {
+            return nil
+        }
     }
 
-    /// A user record's `mfaInfo` entry (lookup, batchGet, query, export): the number in full, as the official emulator
-    /// also writes `unobfuscatedPhoneInfo`.
+    /// A user record's `mfaInfo` entry (lookup, batchGet, query): the number in full, as the official emulator also
+    /// writes `unobfuscatedPhoneInfo`; a TOTP factor as production shows it, `totpInfo: {}` (never the secret).
     public var wireJSON: JSON {
-        var o: JSONObject = ["phoneInfo": .string(phoneInfo)]
+        var o = JSONObject()
+        o.set("phoneInfo", phoneInfo.map(JSON.string))
         o.set("displayName", displayName.map(JSON.string))
         o["mfaEnrollmentId"] = .string(mfaEnrollmentId)
         o["enrolledAt"] = .string(Timestamp.protobufJSON(millis: enrolledAt))
-        o["unobfuscatedPhoneInfo"] = .string(phoneInfo)
+        if let phoneInfo { o["unobfuscatedPhoneInfo"] = .string(phoneInfo) } else { o["totpInfo"] = .object(JSONObject()) }
+        return .object(o)
+    }
+
+    /// The export's entry (firebase-tools `accounts.json`): `wireJSON`, and for a TOTP factor the secret in an
+    /// emulator-only field, `totpInfo.sharedSecretKey` (production's exports carry none), so an import can sign in again.
+    public var exportJSON: JSON {
+        guard let totp, case .object(var o) = wireJSON else { return wireJSON }
+        o["totpInfo"] = ["sharedSecretKey": .string(TOTP.base32(totp.secret))]
         return .object(o)
     }
 
     /// A blocking function's `multi_factor.enrolled_factors` entry.
     public var blockingJSON: JSON {
-        var f: JSONObject = ["uid": .string(mfaEnrollmentId), "factor_id": "phone", "phone_number": .string(phoneInfo)]
+        var f: JSONObject = ["uid": .string(mfaEnrollmentId), "factor_id": .string(factorId)]
+        f.set("phone_number", phoneInfo.map(JSON.string))
         f.set("display_name", displayName.map(JSON.string))
         f["enrollment_time"] = .string(Timestamp.rfc3339(millis: enrolledAt))
         return .object(f)
+    }
+}
+
+/// `mfa.providerConfigs[]`'s TOTP entry: `{state, totpProviderConfig: {adjacentIntervals}}`.
+public struct TOTPProviderConfig: Sendable, Equatable {
+    public var state: MFAConfig.State
+    /// 0-10; nil: production's default (`TOTP.defaultAdjacentIntervals`).
+    public var adjacentIntervals: Int?
+
+    public init(state: MFAConfig.State = .enabled, adjacentIntervals: Int? = nil) {
+        self.state = state
+        self.adjacentIntervals = adjacentIntervals
+    }
+
+    public var json: JSON {
+        var t = JSONObject()
+        t.set("adjacentIntervals", adjacentIntervals.map { JSON.int(Int64($0)) })
+        return ["state": .string(state.rawValue), "totpProviderConfig": .object(t)]
     }
 }
 
@@ -85,6 +140,8 @@ public struct MFAConfig: Sendable, Equatable {
     public enum State: String, Sendable, CaseIterable { case disabled = "DISABLED", enabled = "ENABLED", mandatory = "MANDATORY" }
     public var state: State
     public var enabledProviders: [String]
+    /// `providerConfigs`' TOTP entry (nil: TOTP off, production's default).
+    public var totp: TOTPProviderConfig? = nil
 
     /// A project's default (the official emulator hard-wires it): ENABLED with PHONE_SMS.
     public init(state: State = .enabled, enabledProviders: [String] = ["PHONE_SMS"]) {
@@ -96,8 +153,18 @@ public struct MFAConfig: Sendable, Equatable {
     public static let disabled = MFAConfig(state: .disabled, enabledProviders: [])
 
     public var smsEnabled: Bool { state != .disabled && enabledProviders.contains("PHONE_SMS") }
+    /// TOTP follows its own provider config (production: `providerConfigs` is for TOTP, `enabledProviders` for SMS).
+    public var totpEnabled: Bool { totp.map { $0.state != .disabled } ?? false }
+    public var totpAdjacentIntervals: Int { totp?.adjacentIntervals ?? TOTP.defaultAdjacentIntervals }
 
-    public var json: JSON { ["state": .string(state.rawValue), "enabledProviders": .array(enabledProviders.map(JSON.string))] }
+    /// Whether a second factor of this kind is on: a first factor then owes it.
+    public func enables(_ e: MFAEnrollment) -> Bool { e.totp == nil ? smsEnabled : totpEnabled }
+
+    public var json: JSON {
+        var o: JSONObject = ["state": .string(state.rawValue), "enabledProviders": .array(enabledProviders.map(JSON.string))]
+        if let totp { o["providerConfigs"] = [totp.json] }
+        return .object(o)
+    }
 
     /// Reads `{state?, enabledProviders?}` onto `self` (fields present replace).
     public mutating func apply(_ v: JSON, path: String) throws(ConfigError) {
@@ -115,15 +182,52 @@ public struct MFAConfig: Sendable, Equatable {
                     throw ConfigError(path: p, message: "must be an array of provider names such as \"PHONE_SMS\"")
                 }
                 let names = items.compactMap(\.stringValue)
-                // PROVIDER_UNSPECIFIED: the enum's zero value, accepted (and kept) by production and the official emulator.
-                guard names.allSatisfy({ ["PROVIDER_UNSPECIFIED", "PHONE_SMS", "TOTP"].contains($0) }) else {
-                    throw ConfigError(path: p, message: "providers are \"PHONE_SMS\" (and \"TOTP\", stored but not served) or \"PROVIDER_UNSPECIFIED\"")
+                // Production's enum (PROVIDER_UNSPECIFIED, PHONE_SMS); "TOTP" as configs before providerConfigs had it.
+                guard names.allSatisfy({ ["PHONE_SMS", "PROVIDER_UNSPECIFIED", "TOTP"].contains($0) }) else {
+                    throw ConfigError(path: p, message: "providers are \"PHONE_SMS\" or \"PROVIDER_UNSPECIFIED\" (TOTP is set in providerConfigs)")
                 }
                 enabledProviders = names
-            case "providerConfigs": break  // production's TOTP settings: accepted, not served
+            case "providerConfigs": totp = try Self.providerConfigs(v2, path: p)
             default: throw ConfigError(path: p, message: "unknown key")
             }
         }
+    }
+}
+
+extension MFAConfig {
+    /// `[{state, totpProviderConfig: {adjacentIntervals?}}]` → the TOTP entry (nil for an empty list). At most one entry;
+    /// each needs `totpProviderConfig` (production: phone MFA is not configured here).
+    static func providerConfigs(_ v: JSON, path: String) throws(ConfigError) -> TOTPProviderConfig? {
+        guard case .array(let items) = v else { throw ConfigError(path: path, message: "must be an array, not \(v.typeName)") }
+        guard items.count <= 1 else { throw ConfigError(path: path, message: "takes one entry (the TOTP provider)") }
+        guard let item = items.first else { return nil }
+        let p0 = "\(path)[0]"
+        guard case .object(let o) = item else { throw ConfigError(path: p0, message: "must be an object, not \(item.typeName)") }
+        var config = TOTPProviderConfig(state: .disabled)
+        var sawTotp = false
+        for (k, v2) in o {
+            let p = "\(p0).\(k)"
+            switch k {
+            case "state":
+                guard let s = v2.stringValue, let st = State(rawValue: s.uppercased()) else {
+                    throw ConfigError(path: p, message: "must be \"ENABLED\", \"DISABLED\" or \"MANDATORY\"")
+                }
+                config.state = st
+            case "totpProviderConfig":
+                guard case .object(let t) = v2 else { throw ConfigError(path: p, message: "must be an object, not \(v2.typeName)") }
+                sawTotp = true
+                for (tk, tv) in t {
+                    guard tk == "adjacentIntervals" else { throw ConfigError(path: "\(p).\(tk)", message: "unknown key") }
+                    guard let n = tv.exactInt64, TOTP.adjacentIntervalsRange.contains(Int(clamping: n)) else {
+                        throw ConfigError(path: "\(p).\(tk)", message: "must be an integer from 0 to 10")
+                    }
+                    config.adjacentIntervals = Int(n)
+                }
+            default: throw ConfigError(path: p, message: "unknown key")
+            }
+        }
+        guard sawTotp else { throw ConfigError(path: "\(p0).totpProviderConfig", message: "is required (providerConfigs configures TOTP)") }
+        return config
     }
 }
 
@@ -166,6 +270,8 @@ public struct MFATokens: Sendable, Equatable {
     public let authTime: Int64
     /// The enrollment the session passed (nil after a withdraw).
     public let secondFactorId: String?
+    /// Its kind: nil (`phone`) or `totp`.
+    public var secondFactor: String? = nil
 }
 
 public enum MultiFactor {
@@ -257,18 +363,72 @@ public enum MultiFactor {
         public var mfaEnrollmentId: String?
         public var displayName: String?
         public var enrolledAt: Int64?
-        public init(phoneInfo: String?, mfaEnrollmentId: String?, displayName: String?, enrolledAt: Int64?) {
+        /// The entry has `totpInfo`: a TOTP factor, given with its secret (`totpInfo.sharedSecretKey`, base32) or, without
+        /// one, the user's existing TOTP factor of that `mfaEnrollmentId` kept as it is (`Emulator.apply` resolves it).
+        public var isTOTP = false
+        public var totpSecret: [UInt8]?
+        public init(phoneInfo: String?, mfaEnrollmentId: String?, displayName: String?, enrolledAt: Int64?, isTOTP: Bool = false,
+                    totpSecret: [UInt8]? = nil) {
             self.phoneInfo = phoneInfo
             self.mfaEnrollmentId = mfaEnrollmentId
             self.displayName = displayName
             self.enrolledAt = enrolledAt
+            self.isTOTP = isTOTP
+            self.totpSecret = totpSecret
         }
+    }
+
+    /// A TOTP secret given by an admin or an import: base32 of 10 to 64 bytes.
+    public static func totpSecret(_ base32: String?) -> [UInt8]? {
+        guard let base32, let bytes = TOTP.base32Decode(base32), (10...64).contains(bytes.count) else { return nil }
+        return bytes
+    }
+
+    /// A kept TOTP factor in an admin's list (`AdminEnrollment` without a secret) until `resolveKeptTOTP` finds it.
+    static let keptTOTPMarker = ""
+
+    /// An admin's new `mfaInfo` list (journal form) with each kept TOTP factor replaced by the user's existing one of that
+    /// id (its secret and replay state; a `displayName` given replaces its name): `MFA_ENROLLMENT_NOT_FOUND` when the
+    /// user has none.
+    static func resolveKeptTOTP(_ items: [JSON], current: [MFAEnrollment]) throws(AuthError) -> [JSON] {
+        var out: [JSON] = []
+        for item in items {
+            guard item["totpSecret"]?.stringValue == keptTOTPMarker else { out.append(item); continue }
+            let id = item["mfaEnrollmentId"]?.stringValue
+            guard var kept = current.first(where: { $0.mfaEnrollmentId == id && $0.totp != nil }) else {
+                throw AuthError(.mfaEnrollmentNotFound, "A TOTP factor is kept by the mfaEnrollmentId of the user's own, or given with totpInfo.sharedSecretKey.")
+            }
+            if let n = item["displayName"]?.stringValue { kept.displayName = n }
+            out.append(kept.journalJSON)
+        }
+        return out
     }
 
     public static func enrollments(_ items: [AdminEnrollment], generateIds: Bool, now: Int64, random: any RandomSource) throws(AuthError) -> [MFAEnrollment] {
         var out: [MFAEnrollment] = []
         var phones = Set<String>(), ids = Set<String>()
         for item in items {
+            if let n = item.displayName, Identifiers.containsControlCharacters(n) || n.utf8.count > 256 {
+                throw AuthError.invalidArgument("mfaInfo displayName must be at most 256 bytes without control characters.")
+            }
+            if item.isTOTP {
+                let id: String
+                if !generateIds || item.totpSecret == nil {
+                    guard let given = item.mfaEnrollmentId, !given.isEmpty else {
+                        throw AuthError(.invalidMfaEnrollmentId, "mfaEnrollmentId must be defined.")
+                    }
+                    id = try Identifiers.mfaEnrollmentID(given)
+                } else {
+                    var fresh = random.alphanumeric(28)
+                    while ids.contains(fresh) { fresh = random.alphanumeric(28) }
+                    id = fresh
+                }
+                guard ids.insert(id).inserted else { throw AuthError(.duplicateMfaEnrollmentId) }
+                // Without a secret: a placeholder for the user's own factor, resolved when the change is applied.
+                out.append(MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: item.totpSecret ?? []), displayName: item.displayName,
+                                         enrolledAt: item.enrolledAt ?? now))
+                continue
+            }
             guard let raw = item.phoneInfo, let phone = try? PhoneNumber(parsing: raw).e164 else {
                 throw AuthError(.invalidMfaPhoneNumber, "Invalid format.")
             }
@@ -285,9 +445,6 @@ public enum MultiFactor {
                 id = try Identifiers.mfaEnrollmentID(given)
             }
             guard ids.insert(id).inserted else { throw AuthError(.duplicateMfaEnrollmentId) }
-            if let n = item.displayName, Identifiers.containsControlCharacters(n) || n.utf8.count > 256 {
-                throw AuthError.invalidArgument("mfaInfo displayName must be at most 256 bytes without control characters.")
-            }
             out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: item.displayName, enrolledAt: item.enrolledAt ?? now))
         }
         guard out.count <= maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
@@ -313,6 +470,25 @@ public enum MultiFactor {
         var out: [MFAEnrollment] = []
         var phones = Set<String>()
         for item in items {
+            let name = item["displayName"]?.stringValue
+            if let name, Identifiers.containsControlCharacters(name) || name.utf8.count > 256 {
+                return .failure(.init("mfaInfo displayName must be at most 256 bytes without control characters"))
+            }
+            let at = item["enrolledAt"]?.stringValue.flatMap(parseRFC3339) ?? input.now
+            if item["phoneInfo"] == nil, case .object(let t)? = item["totpInfo"] {
+                // Our exports carry the secret in `totpInfo.sharedSecretKey`; production's carry none, and a factor
+                // without it could never be used.
+                guard let secret = totpSecret(t["sharedSecretKey"]?.stringValue) else {
+                    return .failure(.init("A TOTP second factor needs totpInfo.sharedSecretKey (base32, as this emulator exports it)."))
+                }
+                var id = item["mfaEnrollmentId"]?.stringValue ?? ""
+                if id.isEmpty {
+                    repeat { id = input.random.alphanumeric(28) } while ids.contains(id)
+                    ids.insert(id)
+                }
+                out.append(MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: secret), displayName: name, enrolledAt: at))
+                continue
+            }
             guard let raw = item["phoneInfo"]?.stringValue else { return .failure(.init("Second factor not supported.")) }
             guard let phone = try? PhoneNumber(parsing: raw).e164 else { return .failure(.init("Phone number format is invalid")) }
             guard phones.insert(phone).inserted else { continue }
@@ -321,11 +497,6 @@ public enum MultiFactor {
                 repeat { id = input.random.alphanumeric(28) } while ids.contains(id)
                 ids.insert(id)
             }
-            let name = item["displayName"]?.stringValue
-            if let name, Identifiers.containsControlCharacters(name) || name.utf8.count > 256 {
-                return .failure(.init("mfaInfo displayName must be at most 256 bytes without control characters"))
-            }
-            let at = item["enrolledAt"]?.stringValue.flatMap(parseRFC3339) ?? input.now
             out.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: phone, displayName: name, enrolledAt: at))
         }
         return .success(out)
@@ -351,11 +522,16 @@ extension Emulator {
 
     /// `OPERATION_NOT_ALLOWED : SMS based MFA not enabled.` when the project or tenant has SMS MFA off (reads only).
     public func checkMFAEnabled(_ key: StoreKey) throws(AuthError) {
-        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : ($0.config.mfa.smsEnabled ? 0 : 2) }) {
+        try checkMFAProvider(key, Self.mfaDisabled) { $0.smsEnabled }
+    }
+
+    /// `PROJECT_DISABLED` for a disabled tenant, else `off` unless `enabled` holds for the store's MFA config (reads only).
+    func checkMFAProvider(_ key: StoreKey, _ off: AuthError, _ enabled: (MFAConfig) -> Bool) throws(AuthError) {
+        if let s = existingStore(key)?.read({ $0.tenant?.disableAuth == true ? 1 : (enabled($0.config.mfa) ? 0 : 2) }) {
             if s == 1 { throw AuthError(.projectDisabled) }
-            if s == 2 { throw Self.mfaDisabled }
-        } else if !config(key).mfa.smsEnabled {
-            throw Self.mfaDisabled
+            if s == 2 { throw off }
+        } else if !enabled(config(key).mfa) {
+            throw off
         }
     }
 
@@ -367,7 +543,8 @@ extension Emulator {
     /// emulator); otherwise it records a pending credential (expiring, bounded, bound to this store and user) and
     /// answers `.mfaRequired`: reply with `MFAJSON.pendingReply` instead of tokens, and do not issue a refresh token.
     public func passFirstFactor(_ tx: inout StoreTransaction, user: UserRecord, signInProvider: String) -> FirstFactorOutcome {
-        guard !user.mfaInfo.isEmpty, tx.store.config.mfa.smsEnabled else { return .issueTokens }
+        let mfa = tx.store.config.mfa
+        guard user.mfaInfo.contains(where: mfa.enables) else { return .issueTokens }
         let now = clock.nowMillis()
         let token = random.token(byteCount: 48)
         // A user's own older pending sign-ins make room first: one account signing in again and again cannot push
@@ -383,7 +560,8 @@ extension Emulator {
     /// `passFirstFactor` decides it now (a handler's guess of whether it will sign; the transaction decides).
     public func secondFactorLikelyRequired(_ key: StoreKey, user: UserRecord) -> Bool {
         guard !user.mfaInfo.isEmpty else { return false }
-        return existingStore(key)?.read { $0.config.mfa.smsEnabled } ?? config(key).mfa.smsEnabled
+        let mfa = existingStore(key)?.read { $0.config.mfa } ?? config(key).mfa
+        return user.mfaInfo.contains(where: mfa.enables)
     }
 
     /// `passFirstFactor` in its own transaction, for a first factor that has already saved its user.
@@ -487,24 +665,35 @@ extension Emulator {
                 // SDK in testing mode): either proves the number is the user's.
                 (s.kind == .mfaEnrollment && s.owner == identity.localId) || (s.kind == .signIn && s.owner == nil)
             }
-            guard var user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
-            let old = user
+            guard let user = tx.store.users[identity.localId] else { throw AuthError(.userNotFound) }
             guard !user.mfaInfo.contains(where: { $0.phoneInfo == session.phoneNumber }) else { throw Self.secondFactorExists }
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
-            var id = random.alphanumeric(28)
-            while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
-            user.mfaInfo.append(MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now))
-            user.validSince = now / 1000
-            tx.save(user)
-            tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: session.phoneNumber))
-            tx.emitUserChanges(from: old, to: user)
-            let authTime = now / 1000
-            let (token, record) = newRefreshToken(key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
-                                                  secondFactorId: id)
-            tx.insertRefreshToken(token, record)
-            tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: "phone"))
-            return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id)
+            return addSecondFactor(&tx, user, identity: identity, now: now) { id in
+                MFAEnrollment(mfaEnrollmentId: id, phoneInfo: session.phoneNumber, displayName: displayName, enrolledAt: now)
+            }
         }
+    }
+
+    /// The end of an enrollment finalize (SMS and TOTP): `make` builds the factor with a fresh id; the user's older
+    /// sessions are revoked (`validSince`), `mfa.enrolled`, and tokens with the new second factor.
+    func addSecondFactor(_ tx: inout StoreTransaction, _ found: UserRecord, identity: TokenIdentity, now: Int64,
+                         _ make: (String) -> MFAEnrollment) -> MFATokens {
+        var user = found
+        var id = random.alphanumeric(28)
+        while user.mfaInfo.contains(where: { $0.mfaEnrollmentId == id }) { id = random.alphanumeric(28) }
+        let enrollment = make(id)
+        user.mfaInfo.append(enrollment)
+        user.validSince = now / 1000
+        tx.save(user)
+        tx.emit(.mfaEnrolled(uid: user.localId, mfaEnrollmentId: id, phoneNumber: enrollment.phoneInfo))
+        tx.emitUserChanges(from: found, to: user)
+        let authTime = now / 1000, kind = enrollment.totp == nil ? nil : enrollment.factorId
+        let (token, record) = newRefreshToken(tx.key, localId: user.localId, authTime: authTime, signInProvider: identity.signInProvider,
+                                              secondFactorId: id, secondFactor: kind)
+        tx.insertRefreshToken(token, record)
+        tx.emit(.tokensIssued(uid: user.localId, provider: identity.signInProvider, secondFactor: enrollment.factorId))
+        return MFATokens(user: user, refreshToken: token, signInProvider: identity.signInProvider, authTime: authTime, secondFactorId: id,
+                         secondFactor: kind)
     }
 
     /// `mfaEnrollment:withdraw`: removes one second factor (`MFA_ENROLLMENT_NOT_FOUND`) and issues fresh tokens
@@ -560,6 +749,9 @@ extension Emulator {
             guard let enrollment = user.mfaInfo.first(where: { $0.mfaEnrollmentId == mfaEnrollmentId }) else {
                 throw AuthError(.mfaEnrollmentNotFound)
             }
+            guard enrollment.totp == nil else {
+                throw AuthError(.invalidArgument, "The enrollment is a TOTP factor: mfaSignIn:finalize takes its code (totpVerificationInfo).")
+            }
             let phone = try PhoneNumber(parsing: enrollment.phoneInfo)
             guard tx.store.config.phoneEnabled else { throw AuthError(.operationNotAllowed) }
             if tx.store.config.testPhoneNumbers[phone.e164] == nil, let limits = activeProtection(tx), limits.sessionsPerMfaSignIn > 0,
@@ -588,7 +780,7 @@ extension Emulator {
             throw AuthError.internalError("an MFA finalize ends signed in")
         }
         return MFATokens(user: s.user, refreshToken: s.refreshToken, signInProvider: s.signInProvider, authTime: s.authTime,
-                         secondFactorId: s.secondFactorId)
+                         secondFactorId: s.secondFactorId, secondFactor: s.secondFactor)
     }
 
     /// The user a pending MFA credential names (for beforeSendSms on `mfaSignIn:start`), if any.
@@ -673,11 +865,7 @@ extension SignInRequest.MFAFinalize: SignInMethod {
     /// changes are saved with the sign-in.
     func commit(_ e: Emulator, _ tx: inout StoreTransaction, _ decision: consuming SignInCandidate?, changes: BlockingFunctions.Outcome?,
                 now: Int64) throws(AuthError) -> SignInOutcome {
-        if let changes, changes.disabled == true, let peeked = decision {
-            try e.refuseDisabled(&tx, localId: peeked.user.localId, changes)
-        }
-        try tx.checkTenantEnabled()
-        try Emulator.checkMFAEnabled(tx.store)
+        try e.beginMFACommit(&tx, decision, changes, Emulator.checkMFAEnabled)
         guard let code, !code.isEmpty else { throw AuthError(.missingCode) }
         guard let sessionInfo, !sessionInfo.isEmpty else { throw AuthError(.missingSessionInfo) }
         let (pending, _) = try Emulator.pending(&tx, pendingCredential, now: now)
@@ -691,17 +879,39 @@ extension SignInRequest.MFAFinalize: SignInMethod {
         }, onWrongCode: { tx, s in
             if !s.fictional { tx.mfaPending.update(pendingCredential, now: now) { $0.failedCodes &+= 1 } }
         })
-        guard var user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
-        let found = user
+        guard let user = tx.store.users[pending.localId] else { throw AuthError(.invalidMfaPendingCredential) }
         guard let enrollment = user.mfaInfo.first(where: { $0.phoneInfo == session.phoneNumber }) else { throw AuthError(.mfaEnrollmentNotFound) }
-        guard !user.disabled else { throw AuthError(.userDisabled) }
+        return try e.finishMFASignIn(&tx, user, found: user, pendingCredential: pendingCredential, pending, changes: changes,
+                                     enrollment: enrollment, now: now)
+    }
+}
+
+extension Emulator {
+    /// The start of an MFA sign-in finalize's commit (SMS and TOTP): a user a beforeSignIn function disabled gets its
+    /// changes saved and `USER_DISABLED` (nothing consumed); then the tenant and the factor kind (`enabled`) must be on.
+    func beginMFACommit(_ tx: inout StoreTransaction, _ decision: SignInCandidate?, _ changes: BlockingFunctions.Outcome?,
+                        _ enabled: (AuthStore) throws(AuthError) -> Void) throws(AuthError) {
+        if let changes, changes.disabled == true, let peeked = decision {
+            try refuseDisabled(&tx, localId: peeked.user.localId, changes)
+        }
+        try tx.checkTenantEnabled()
+        try enabled(tx.store)
+    }
+
+    /// The end of an MFA sign-in finalize (SMS and TOTP), once the code checked out: a disabled user is
+    /// `USER_DISABLED`; else a beforeSignIn's changes (reported against `found`) and the sign-in times are saved, the
+    /// pending credential is consumed (single use) and tokens carry the second factor.
+    func finishMFASignIn(_ tx: inout StoreTransaction, _ checked: UserRecord, found: UserRecord, pendingCredential: String, _ pending: PendingMFA,
+                         changes: BlockingFunctions.Outcome?, enrollment: MFAEnrollment, now: Int64) throws(AuthError) -> SignInOutcome {
+        guard !checked.disabled else { throw AuthError(.userDisabled) }
+        var user = checked
         changes?.apply(to: &user)
         user.lastLoginAt = now
         user.lastRefreshAt = now
         tx.save(user)
         tx.emitUserChanges(from: found, to: user)  // what a beforeSignIn function changed
         _ = tx.mfaPending.take(pendingCredential, now: now)
-        return e.issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
-                              secondFactorId: enrollment.mfaEnrollmentId)
+        return issueSession(&tx, user, isNew: false, provider: pending.signInProvider, authTime: now / 1000,
+                            secondFactorId: enrollment.mfaEnrollmentId, secondFactor: enrollment.totp == nil ? nil : enrollment.factorId)
     }
 }

@@ -41,6 +41,8 @@ public enum SignInRequest: Sendable {
     case signUp(SignUp)
     /// `mfaSignIn:finalize` with an SMS code (MultiFactor.swift).
     case mfaFinalize(MFAFinalize)
+    /// `mfaSignIn:finalize` with a TOTP code (TOTP.swift).
+    case totpFinalize(TOTPFinalize)
     /// `accounts:signInWithIdp`, the credential already parsed (IdpSignIn.swift).
     case idp(Idp)
     /// `accounts:signInWithEmailLink` (EmailLinkSignIn.swift).
@@ -54,7 +56,7 @@ public enum SignInRequest: Sendable {
         switch self {
         case .phone, .customToken, .signUp, .idp, .emailLink: Self.createThenSignIn
         case .password(let p): p.secondFactorExpected ? [] : Self.signInOnly  // beforeSignIn then runs at mfaSignIn:finalize
-        case .mfaFinalize: Self.signInOnly
+        case .mfaFinalize, .totpFinalize: Self.signInOnly
         }
     }
 
@@ -95,6 +97,8 @@ public struct SignedIn: Sendable, Equatable {
     public var sessionClaims: JSONObject?
     /// A federated sign-in found the user by its email, and the user had another identity of the same provider.
     public var emailRecycled = false
+    /// The second factor's kind when `secondFactorId` is set: nil (`phone`) or `totp`.
+    public var secondFactor: String? = nil
 }
 
 /// How a sign-in ended.
@@ -151,6 +155,7 @@ extension Emulator {
         case .customToken(let m): try run(key, m, hook: hook)
         case .signUp(let m): try run(key, m, hook: hook)
         case .mfaFinalize(let m): try run(key, m, hook: hook)
+        case .totpFinalize(let m): try run(key, m, hook: hook)
         case .idp(let m): try run(key, m, hook: hook)
         case .emailLink(let m): try run(key, m, hook: hook)
         }
@@ -204,13 +209,13 @@ extension Emulator {
 
     /// The end of every commit: a refresh token for `user` in the same transaction, `tokens.issued`, and the outcome.
     func issueSession(_ tx: inout StoreTransaction, _ user: consuming UserRecord, isNew: Bool, provider: String, authTime: Int64,
-                      secondFactorId: String? = nil, developerClaims: String? = nil) -> SignInOutcome {
+                      secondFactorId: String? = nil, secondFactor: String? = nil, developerClaims: String? = nil) -> SignInOutcome {
         let (token, record) = newRefreshToken(tx.key, localId: user.localId, authTime: authTime, signInProvider: provider,
-                                              secondFactorId: secondFactorId, extraClaims: developerClaims)
+                                              secondFactorId: secondFactorId, extraClaims: developerClaims, secondFactor: secondFactor)
         tx.insertRefreshToken(token, record)
-        tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: secondFactorId == nil ? nil : "phone"))
+        tx.emit(.tokensIssued(uid: user.localId, provider: provider, secondFactor: secondFactorId == nil ? nil : (secondFactor ?? "phone")))
         return .signedIn(SignedIn(user: user, isNewUser: isNew, refreshToken: token, signInProvider: provider, authTime: authTime,
-                                  secondFactorId: secondFactorId, developerClaims: developerClaims))
+                                  secondFactorId: secondFactorId, developerClaims: developerClaims, secondFactor: secondFactor))
     }
 
     /// A function disabled an existing user: its changes are saved (`user.updated`), nothing else of the sign-in (a

@@ -330,5 +330,6 @@ extension StoreTransaction {
         credentials = CredentialState()
         temporaryProofs.removeAll()
         mfaPending.removeAll()
+        totpEnrollments.removeAll()
     }
 }

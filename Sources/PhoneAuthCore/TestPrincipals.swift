@@ -90,7 +90,8 @@ extension Emulator {
             try Self.checkPrincipal(r, user)
             var factorId: String? = nil
             if let factor = r.secondFactor {
-                factorId = (factor == "phone" ? user.mfaInfo.first?.mfaEnrollmentId : nil) ?? random.alphanumeric(28)
+                // The user's own factor of that kind when it has one (a TOTP principal names its TOTP enrollment).
+                factorId = user.mfaInfo.first(where: { $0.factorId == factor })?.mfaEnrollmentId ?? random.alphanumeric(28)
             }
             user.lastLoginAt = authTime * 1000
             user.lastRefreshAt = now

@@ -75,6 +75,8 @@ public struct AuthStore: Sendable {
     public var temporaryProofs = ExpiringTable<String>(capacity: Emulator.maxTemporaryProofs)
     /// mfaPendingCredential → who passed the first factor; expiring and capped (`Emulator.mfaPendingLifetimeMillis`).
     public var mfaPending = ExpiringTable<PendingMFA>(capacity: Emulator.maxMFAPending)
+    /// TOTP `sessionInfo` → the enrollment between start and finalize; expiring and capped (TOTP.swift).
+    public var totpEnrollments = ExpiringTable<PendingTOTPEnrollment>(capacity: TOTP.maxPendingEnrollments)
     /// Set for tenant stores: the tenant's settings.
     public fileprivate(set) var tenant: TenantSettings?
     /// Opt-in send limits' windows.
@@ -324,6 +326,10 @@ public struct StoreTransaction: ~Copyable {
     public var mfaPending: ExpiringTable<PendingMFA> {
         get { p.pointee.mfaPending }
         nonmutating _modify { yield &p.pointee.mfaPending }
+    }
+    public var totpEnrollments: ExpiringTable<PendingTOTPEnrollment> {
+        get { p.pointee.totpEnrollments }
+        nonmutating _modify { yield &p.pointee.totpEnrollments }
     }
     public var nextSequence: UInt64 {
         get { p.pointee.nextSequence }

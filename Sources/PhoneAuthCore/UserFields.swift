@@ -283,6 +283,10 @@ public enum UserFields {
                   fromImport: { v, item, input in
                       MultiFactor.importEnrollments(v, email: text(item["email"]), emailVerified: item["emailVerified"]?.boolValue ?? false, input: input)
                           .map { $0.map { list in .set(.array(list.map(\.journalJSON))) } }
+                  },
+                  admit: { c, u, _ throws(AuthError) in
+                      guard case .set(.array(let items)) = c else { return c }
+                      return .set(.array(try MultiFactor.resolveKeptTOTP(items, current: u.mfaInfo)))
                   }),
     ]
 

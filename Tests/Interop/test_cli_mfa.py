@@ -77,9 +77,9 @@ def test_the_whole_mfa_flow_at_a_terminal(fresh):
     r = run(emu, "mfa", "list", uid)
     assert r.returncode == 0
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["ENROLLMENT", "ID", "PHONE", "MASKED", "DISPLAY", "NAME", "ENROLLED", "AT"]
-    assert lines[1].split()[:4] == [fictional_id, FICTIONAL, "+*******4567", "fictional"]
-    assert lines[2].split()[:4] == [inbox_id, INBOX_NUMBER, "+*******4001", "inbox"]
+    assert lines[0].split() == ["ENROLLMENT", "ID", "TYPE", "PHONE", "MASKED", "DISPLAY", "NAME", "ENROLLED", "AT"]
+    assert lines[1].split()[:5] == [fictional_id, "phone", FICTIONAL, "+*******4567", "fictional"]
+    assert lines[2].split()[:5] == [inbox_id, "phone", INBOX_NUMBER, "+*******4001", "inbox"]
 
     # mfa sign-in: the first factor by default (told on stderr when there are several), or --enrollment.
     r = run(emu, "mfa", "sign-in", "--email", EMAIL, "--password", PASSWORD)

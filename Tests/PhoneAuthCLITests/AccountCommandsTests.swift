@@ -87,6 +87,8 @@ final class AccountCommandsTests: XCTestCase, CLIRunning {
         XCTAssertEqual(Commands.maskPhone("+16505554567"), "+*******4567")
         XCTAssertEqual(Commands.maskPhone(""), "")
         XCTAssertEqual(Commands.enrollmentRows(["mfaEnrollmentId": "E", "phoneInfo": "+*******4567", "unobfuscatedPhoneInfo": "+16505554567"])
-            .map(\.1), ["E", "+16505554567", "+*******4567", "-", ""])
+            .map(\.1), ["E", "phone", "+16505554567", "+*******4567", "-", ""])
+        XCTAssertEqual(Commands.enrollmentRows(["mfaEnrollmentId": "T", "totpInfo": .object(JSONObject()), "displayName": "app"])
+            .map(\.1), ["T", "totp", "-", "-", "app", ""])
     }
 }

@@ -237,7 +237,7 @@ final class EventLogTests: XCTestCase {
             (.configChanged(fields: []), #""fields":[]"#),
             (.keysRotated(kid: "k2", retiredKids: ["k0", "k1"]), #""kid":"k2","retiredKids":["k0","k1"]"#),
             (.clockChanged(offsetMillis: -3_600_000, now: 1_796_000_000_000), #""offsetMillis":-3600000,"now":"2026-11-30T00:53:20.000Z""#),
-            (.mfaEnrolled(uid: "u1", mfaEnrollmentId: "e1", phoneNumber: "+1555"), #""uid":"u1","mfaEnrollmentId":"e1","phoneNumber":"+1555""#),
+            (.mfaEnrolled(uid: "u1", mfaEnrollmentId: "e1", phoneNumber: "+1555"), #""uid":"u1","mfaEnrollmentId":"e1","phoneNumber":"+1555","factorId":"phone""#),
             (.mfaWithdrawn(uid: "u1", mfaEnrollmentId: "e1"), #""uid":"u1","mfaEnrollmentId":"e1""#),
             (.oobSent(email: "a@b.c", requestType: "VERIFY_EMAIL", oobCode: "c<o>de\n"), #""email":"a@b.c","requestType":"VERIFY_EMAIL","oobCode":"c<o>de\n""#),
             (.blockingFunctionCalled(event: "beforeSignIn", uri: "http://h/f", durationMs: 12, outcome: "ok"),

@@ -12,19 +12,14 @@
 // verification-code inbox (GET /emulator/v1/projects/{p}/verificationCodes?phoneNumber=…), matched by sessionInfo.
 // Prints one JSON summary line and exits 0 when every expectation holds; otherwise prints the failures (and the
 // exchanges so far) to stderr and exits 1. WIRE_LOG=1 prints every request/response to stderr.
-const { initializeApp, auth, url, project, recordExchanges } = require('./sdk.cjs');
+const { initializeApp, auth, url, project, recordExchanges, expectations } = require('./sdk.cjs');
 const phone = process.argv[2] || '+16505554567';
 const presetCode = process.argv[3] || null;
 const tag = Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 
 const { wire, realFetch } = recordExchanges();
 
-const failures = [];
-function expect(name, ok, detail) { if (!ok) failures.push({ name, detail }); }
-async function expectError(name, code, fn) {
-  try { await fn(); failures.push({ name, detail: `resolved; expected ${code}` }); return null; }
-  catch (e) { if (e.code !== code) failures.push({ name, detail: `got ${e.code}: ${e.message}; expected ${code}` }); return e; }
-}
+const { failures, expect, expectError } = expectations();
 
 const verifier = { type: 'recaptcha', verify: async () => 'fake-recaptcha-token', _reset() {} };
 

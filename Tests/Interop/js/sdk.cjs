@@ -23,8 +23,21 @@ function recordExchanges() {
   return { wire, realFetch };
 }
 
+// Expectations collected as failures (a driver prints them and exits 1): `expect(name, ok, detail)`, and
+// `expectError(name, code, fn)`, which runs fn, requires the Firebase error `code` and answers it (null if fn resolved).
+function expectations() {
+  const failures = [];
+  const expect = (name, ok, detail) => { if (!ok) failures.push({ name, detail }); };
+  const expectError = async (name, code, fn) => {
+    try { await fn(); failures.push({ name, detail: `resolved; expected ${code}` }); return null; }
+    catch (e) { if (e.code !== code) failures.push({ name, detail: `got ${e.code}: ${e.message}; expected ${code}` }); return e; }
+  };
+  return { failures, expect, expectError };
+}
+
 module.exports = {
   recordExchanges,
+  expectations,
   initializeApp: req('@firebase/app').initializeApp,
   auth: req('@firebase/auth/dist/browser-cjs/index.js'),
   url: process.env.EMULATOR_URL || 'http://127.0.0.1:9099',
