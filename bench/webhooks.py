@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a webhook whose receiver hangs costs the sign-in flow (README "Webhooks"): run with the release binary built
+"""What a webhook whose receiver hangs costs the sign-in flow (docs/console-and-events.md "Webhooks"): run with the release binary built
 (`swift build -c release --static-swift-stdlib`), `python3 bench/webhooks.py [--duration S] [--pairs N] [--flows N]`.
 
 1. Rate: bench/flow.lua (send + sign-in, wrk as bench/measure.py runs it) on a fresh server without a webhook and on

@@ -26,7 +26,7 @@ enum Access: Sendable {
         }
     }
 
-    /// The README's "credentials" column.
+    /// docs/endpoints.md's "credentials" column.
     var summary: String {
         switch self {
         case .client: "API key or admin"
@@ -119,7 +119,7 @@ struct RouteRow: Sendable {
     /// `Call.readStoreKey`) that does not exist reads as an empty one. Every `GET` row is read-only; a `POST` row that
     /// only reads (lookups, queries) says so with `readOnly: true`.
     let readOnly: Bool
-    /// What the endpoint does: the README's Endpoints table is generated from these (see `RouteTable.markdown`).
+    /// What the endpoint does: docs/endpoints.md's table is generated from these (see `RouteTable.markdown`).
     let doc: String
     /// A v2 admin resource (`/v2/projects/{p}/tenants…`, a project's or tenant's provider configurations): its handler
     /// answers `TENANT_NOT_FOUND` for a missing path tenant, so the path tenant is never created on first use.
@@ -609,7 +609,7 @@ struct RouteTable: Sendable {
         return out
     }
 
-    /// The README's Endpoints table: one line per path template (methods of consecutive rows with the same template
+    /// docs/endpoints.md's table: one line per path template (methods of consecutive rows with the same template
     /// joined), v3 paths named beside their v1 path.
     func markdown() -> String {
         var lines = ["| method | path | credentials | what |", "|---|---|---|---|"]

@@ -2,7 +2,7 @@ import EmulatorSupport
 import PhoneAuthCore
 
 /// One server option: its flag, environment variable, config-file key, how a value is parsed and checked, its help
-/// and its default. `ServerSettings.resolve` walks `ServerSettings.options`; `--help` and the README's configuration
+/// and its default. `ServerSettings.resolve` walks `ServerSettings.options`; `--help` and docs/configuration.md's
 /// table are generated from it.
 public struct ServerOption: Sendable {
     /// How values arrive and combine.

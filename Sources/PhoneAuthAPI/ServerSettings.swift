@@ -9,7 +9,7 @@ public struct SettingsError: Error, CustomStringConvertible, Sendable {
 
 /// Everything the server needs to start, resolved with precedence flag > environment > config file > default.
 /// The options themselves (flag, environment variable, config key, parser, help, default) are the rows of
-/// `ServerSettings.options` (ServerOptions.swift); `--help` and the README's configuration table are generated from it.
+/// `ServerSettings.options` (ServerOptions.swift); `--help` and docs/configuration.md's table are generated from it.
 public struct ServerSettings: Sendable {
     public var host = "127.0.0.1"
     public var port = 9099

@@ -18,7 +18,7 @@ import Synchronization
 // The wire rendering (SSE and JSON-lines bytes, `EventWireFormat`) lives here, in the domain, on purpose: it is the
 // one exception to "the API layer renders what goes on the wire". An event is rendered once, as it is published
 // under the log's lock, into the chunks every stream shares; rendering in PhoneAuthAPI would mean rendering per stream
-// (or a renderer injected into every log and called under its lock, for the same bytes). Measured (README, "Event
+// (or a renderer injected into every log and called under its lock, for the same bytes). Measured (docs/performance.md, "Event
 // streams with ten readers"), `perf record` comparing sends with and without ten readers: the readers' share went
 // from about 3 µs to under 1 µs of server CPU per event once each event was rendered once here and its bytes shared.
 // The API still decides everything else about a stream (route, filters, replay, headers, limits:

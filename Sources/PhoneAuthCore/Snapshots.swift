@@ -13,7 +13,7 @@ import EmulatorSupport
 // What a store's state is: its config and tenant settings, users, pending verification sessions, out-of-band codes and
 // refresh tokens. The tables are value types shared copy-on-write, so saving and restoring cost O(1) for them and
 // O(the store's refresh tokens) for the token index; a reset of a test-sized project costs a few microseconds plus
-// the request (README "Reset and snapshots" has the measurement). Non-durable state (send windows, abuse counters,
+// the request (docs/testing.md "Test principals, reset and snapshots" has the measurement). Non-durable state (send windows, abuse counters,
 // minted app credentials and pushes, temporary proofs, pending MFA sign-ins) starts afresh, as after a start; inbox
 // long-polls stay registered (they get the next code). Events keep their history: each store's stream gets one
 // `project.reset` event (with `snapshot` for a restore). Signing keys, the clock (a project reset; `POST

@@ -4,7 +4,7 @@
 The official specs run against project "example" with `?key=fake-api-key` for client calls and `Bearer owner` for
 admin calls; `spec_emu` starts our server with `--project example` so the same requests land in the same project.
 Where production (and so this emulator) differs from the official emulator, the test says so and asserts production's
-answer (the README's differences table has the row)."""
+answer (docs/differences.md has the row)."""
 import json
 import uuid
 

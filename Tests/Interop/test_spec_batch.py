@@ -126,7 +126,7 @@ def test_emails_are_lowercased(spec):
 def test_official_fake_password_hash(spec):
     created(batch_create(spec, {"users": [{"localId": "foo", "email": "FOO@EXAMPLE.COM", "salt": "beach",
                                            "passwordHash": "fakeHash:salt=beach:password=hawaii"}]}))
-    # The official emulator's clear-text "hash" is re-hashed here (README): it signs in, and is never echoed.
+    # The official emulator's clear-text "hash" is re-hashed here (docs/differences.md): it signs in, and is never echoed.
     info = spec.account_by_local_id("foo")
     assert "hawaii" not in json.dumps(info)
     assert spec.sign_in_with_password("foo@example.com", "hawaii")["localId"] == "foo"

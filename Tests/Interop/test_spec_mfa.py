@@ -31,7 +31,7 @@ def test_phone_enrollment_for_existing_account(spec):
     assert len(codes) == 1 and codes[0]["phoneNumber"] == TEST_PHONE_NUMBER and codes[0]["sessionInfo"] == session
     r = v2(spec, "mfaEnrollment:finalize", {"idToken": id_token, "phoneVerificationInfo": {"code": codes[0]["code"], "sessionInfo": session}})
     assert r.status_code == 200 and r.json()["idToken"] and r.json()["refreshToken"], r.text
-    # Production revokes the older ID token at enrollment (README): the new one reads the account.
+    # Production revokes the older ID token at enrollment (docs/differences.md): the new one reads the account.
     info = spec.account_by_id_token(r.json()["idToken"])
     assert len(info["mfaInfo"]) == 1 and info["mfaInfo"][0]["phoneInfo"] == TEST_PHONE_NUMBER
     fb = decode(r.json()["idToken"])["firebase"]

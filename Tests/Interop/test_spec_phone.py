@@ -1,5 +1,5 @@
 """firebase-tools phone.spec.ts (phone sign-in), as raw HTTP against the release binary. Phone sign-in works in
-tenants here (README differences), where the official emulator answers UNSUPPORTED_TENANT_OPERATION."""
+tenants here (docs/differences.md), where the official emulator answers UNSUPPORTED_TENANT_OPERATION."""
 import pytest
 
 from spec_support import (TEST_MFA_INFO, TEST_PHONE_NUMBER, TEST_PHONE_NUMBER_2, blocking, blocking_sign_up_cases, decode,  # noqa: F401

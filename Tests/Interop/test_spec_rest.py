@@ -13,7 +13,7 @@ def test_status_check(spec):
 
 def test_cross_origin_preflight(spec):
     # On a client-facing Google endpoint (open to any origin, as production). A preflight naming Authorization from a
-    # foreign origin is refused here: admin calls take browser requests only from local origins (README differences).
+    # foreign origin is refused here: admin calls take browser requests only from local origins (docs/differences.md).
     headers = {"Origin": "http://example.com", "Access-Control-Request-Method": "POST",
                "Access-Control-Request-Headers": "X-Client-Version,X-Whatever-Header", "Access-Control-Request-Private-Network": "true"}
     r = spec.s.options(spec.url + SIGN_UP, headers=headers)
@@ -21,7 +21,7 @@ def test_cross_origin_preflight(spec):
     assert r.headers["access-control-allow-origin"] == "http://example.com"
     # Header names are case-insensitive (they come back lower-cased here).
     assert sorted(h.strip().lower() for h in r.headers["access-control-allow-headers"].split(",")) == ["x-client-version", "x-whatever-header"]
-    # Private Network Access (a public page reaching this loopback server) only for allowed origins (README).
+    # Private Network Access (a public page reaching this loopback server) only for allowed origins (docs/differences.md).
     assert "access-control-allow-private-network" not in r.headers
     r = spec.s.options(spec.url + SIGN_UP, headers={**headers, "Access-Control-Request-Headers": "Authorization,X-Client-Version"})
     assert r.status_code == 403

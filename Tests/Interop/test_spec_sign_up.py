@@ -26,7 +26,7 @@ def test_no_email(spec):
 
 def test_empty_email_and_password(spec):
     # The official emulator reads an empty email and password as an anonymous sign-up with an invalid email
-    # (INVALID_EMAIL); here an empty field is an absent one, as in proto3 JSON: MISSING_EMAIL (README differences).
+    # (INVALID_EMAIL); here an empty field is an absent one, as in proto3 JSON: MISSING_EMAIL (docs/differences.md).
     assert err(sign_up(spec, {"email": "", "password": ""})) == (400, "MISSING_EMAIL")
 
 
@@ -47,7 +47,7 @@ def test_email_password_sign_up_issues_tokens(spec):
 
 def test_anonymous_sign_up_keeps_display_name_and_photo(spec):
     # The official emulator drops both for an anonymous sign-up (and photoUrl always); production's signUp takes them
-    # as fields of the user to create, and so do we (README differences).
+    # as fields of the user to create, and so do we (docs/differences.md).
     r = sign_up(spec, {"displayName": "Me", "photoUrl": "http://localhost/my-profile.png"})
     assert r.status_code == 200 and r.json()["displayName"] == "Me" and "photoUrl" not in r.json()
     info = spec.account_by_id_token(r.json()["idToken"])

@@ -36,7 +36,7 @@ def test_creates_tenant_with_defaults(spec):
     t = create(spec, BASE, {})
     assert t["disableAuth"] is False and t["enableEmailLinkSignin"] is False
     assert t["mfaConfig"] == {"state": "DISABLED", "enabledProviders": []}
-    # Deliberate difference (README): password and anonymous sign-in are on in a new tenant here.
+    # Deliberate difference (docs/differences.md): password and anonymous sign-in are on in a new tenant here.
     assert t["allowPasswordSignup"] is True and t["enableAnonymousUser"] is True
 
 
@@ -48,7 +48,7 @@ def test_gets_tenants(spec):
 
 def test_get_of_unknown_tenant(spec):
     # The official emulator creates the tenant on a get; production (and we) answer TENANT_NOT_FOUND, and a read
-    # never creates anything (README).
+    # never creates anything (docs/differences.md).
     base = project(spec, "project-get")
     r = spec.s.get(spec.url + base, headers=OWNER)
     assert r.status_code == 200 and r.json().get("tenants", []) == []

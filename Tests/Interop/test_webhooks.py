@@ -1,4 +1,4 @@
-"""Webhooks and the Functions emulator's auth triggers against the release binary (README "Webhooks").
+"""Webhooks and the Functions emulator's auth triggers against the release binary (docs/console-and-events.md "Webhooks").
 
 A real receiver (Python's http.server on loopback) gets the POSTs; signatures are checked with Python's own hmac and
 with the `standardwebhooks` package from PyPI (the Standard Webhooks reference library), never with our code. No

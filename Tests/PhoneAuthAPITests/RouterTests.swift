@@ -4,7 +4,7 @@ import HTTPServer
 import PhoneAuthCore
 import XCTest
 
-/// The route table: validity, reachability of every row, 404/405 derivation, typed path parameters, and the README's
+/// The route table: validity, reachability of every row, 404/405 derivation, typed path parameters, and docs/endpoints.md's
 /// Endpoints table (generated from the rows; `scripts/readme-endpoints` rewrites it).
 final class RouterTests: XCTestCase {
     static let methods = ["GET", "HEAD", "POST", "PATCH", "DELETE", "PUT", "OPTIONS"]
@@ -214,10 +214,10 @@ final class RouterTests: XCTestCase {
     // MARK: README
 
     static var readmePath: String {
-        "/" + #filePath.split(separator: "/").dropLast(3).joined(separator: "/") + "/README.md"
+        "/" + #filePath.split(separator: "/").dropLast(3).joined(separator: "/") + "/docs/endpoints.md"
     }
 
-    /// The README's lines and the range of the table under `## Endpoints`.
+    /// docs/endpoints.md's lines and the range of the table under `## Endpoints`.
     static func endpointsTable(_ readme: String) -> (lines: [Substring], range: Range<Int>)? {
         let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
         guard let heading = lines.firstIndex(of: "## Endpoints"),
@@ -228,11 +228,11 @@ final class RouterTests: XCTestCase {
         return (lines, start..<end)
     }
 
-    /// The README's Endpoints table is `Router.table.markdown()`: every row documented, nothing documented that is not
+    /// docs/endpoints.md's Endpoints table is `Router.table.markdown()`: every row documented, nothing documented that is not
     /// routed. `UPDATE_README_ENDPOINTS=1` (see `scripts/readme-endpoints`) rewrites it instead of failing.
     func testReadmeEndpointsTableMatchesTheRouteTable() throws {
         let readme = String(decoding: try Files.read(Self.readmePath), as: UTF8.self)
-        let (lines, range) = try XCTUnwrap(Self.endpointsTable(readme), "README.md has no table under ## Endpoints")
+        let (lines, range) = try XCTUnwrap(Self.endpointsTable(readme), "docs/endpoints.md has no table under ## Endpoints")
         let current = lines[range].joined(separator: "\n") + "\n"
         let expected = Router.table.markdown()
         if current != expected, getenv("UPDATE_README_ENDPOINTS") != nil {
@@ -241,7 +241,7 @@ final class RouterTests: XCTestCase {
             try Files.writeAtomically(Self.readmePath, Array(out.joined(separator: "\n").utf8))
             return
         }
-        XCTAssertEqual(current, expected, "README.md's Endpoints table is out of date: run scripts/readme-endpoints")
+        XCTAssertEqual(current, expected, "docs/endpoints.md's Endpoints table is out of date: run scripts/readme-endpoints")
     }
 
     func testMarkdownNamesEveryPathAndMethod() {

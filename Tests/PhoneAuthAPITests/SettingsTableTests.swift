@@ -2,7 +2,7 @@ import EmulatorSupport
 import PhoneAuthAPI
 import XCTest
 
-/// The option table is the one place an option is defined: no option twice, `--help` lists each, and the README's
+/// The option table is the one place an option is defined: no option twice, `--help` lists each, and docs/configuration.md's
 /// configuration table is the one the table generates.
 final class SettingsTableTests: XCTestCase {
     func testNoFlagEnvironmentVariableOrConfigKeyIsDefinedTwice() {
@@ -24,12 +24,12 @@ final class SettingsTableTests: XCTestCase {
         // PHONE_AUTH_EMULATOR_WRITE_TABLE=FILE writes the generated table there, to paste into the README.
         if let out = Files.environment("PHONE_AUTH_EMULATOR_WRITE_TABLE") { try Files.writeAtomically(out, Array(ServerSettings.configurationTable.utf8)) }
         let root = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
-        let readme = String(decoding: try Files.read("/" + root + "/README.md"), as: UTF8.self)
+        let readme = String(decoding: try Files.read("/" + root + "/docs/configuration.md"), as: UTF8.self)
         let lines = readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let start = try XCTUnwrap(lines.firstIndex(of: "| flag | environment | default | what |"), "the README's configuration table")
+        let start = try XCTUnwrap(lines.firstIndex(of: "| flag | environment | default | what |"), "docs/configuration.md's configuration table")
         let table = lines[start...].prefix { $0.hasPrefix("|") }.joined(separator: "\n")
         XCTAssertEqual(table, ServerSettings.configurationTable,
-                       "README.md's configuration table differs from ServerSettings.options: paste ServerSettings.configurationTable " +
+                       "docs/configuration.md's configuration table differs from ServerSettings.options: paste ServerSettings.configurationTable " +
                        "(PHONE_AUTH_EMULATOR_WRITE_TABLE=FILE swift test --filter SettingsTableTests writes it to FILE)")
     }
 
