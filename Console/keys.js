@@ -1,4 +1,4 @@
-// Keys: the published signing keys (JWKS), rotation; minting attestations (reCAPTCHA, Play Integrity, App Check, PNV).
+// Keys: the published signing keys (JWKS), rotation; minting attestations (reCAPTCHA v2 and Enterprise, Play Integrity, App Check, PNV).
 
 import { api, state, emulatorScope } from './api.js';
 import { h, $, showError } from './dom.js';
@@ -46,11 +46,26 @@ async function mint() {
   const phone = $('#attest-phone').value.trim();
   if (type === 'APP_CHECK' && appId) body.appId = appId;
   if (type === 'PNV') body.phoneNumber = phone;
+  if (type === 'RECAPTCHA_ENTERPRISE') {
+    const score = $('#attest-score').value.trim();
+    const action = $('#attest-action').value.trim();
+    if (score) {
+      const n = Number(score);
+      if (!Number.isFinite(n) || n < 0 || n > 1) {
+        showError(root, new Error('A score is a number from 0.0 to 1.0.'));
+        $('#attest-score').focus();
+        return;
+      }
+      body.score = n;
+    }
+    if (action) body.action = action;
+  }
   try {
     const { json } = await api('POST', emulatorScope() + '/appCredentials', body);
     $('#attest-token').value = json.token;
     $('#attest-result').textContent = `${json.type}${json.appId ? ' for ' + json.appId : ''}` +
-      `${json.phoneNumber ? ' for ' + json.phoneNumber : ''}, expires ${json.expiresAt}.`;
+      `${json.phoneNumber ? ' for ' + json.phoneNumber : ''}` +
+      `${json.score !== undefined ? ', score ' + json.score : ''}${json.action ? ', action ' + json.action : ''}, expires ${json.expiresAt}.`;
     showError(root);
   } catch (e) { showError(root, e); }
 }

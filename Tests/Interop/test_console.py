@@ -512,4 +512,13 @@ def test_keys_view_mints_app_check_and_pnv_tokens(browser, emu, events_available
     fpnv = claims_of(mint("PNV", phone=FICTIONAL))
     assert fpnv["sub"] == FICTIONAL and fpnv["iss"] == "https://fpnv.googleapis.com/projects/12345"
     assert mint("RECAPTCHA").startswith("emu-recaptcha-")
+    # reCAPTCHA Enterprise for SMS defense, with the score and action its assessment will report.
+    assert mint("RECAPTCHA_ENTERPRISE", score="0.2", action="sendVerificationCode").startswith("emu-recaptcha-enterprise-")
+    assert "score 0.2, action sendVerificationCode" in browser.find_element(By.ID, "attest-result").text
+    el = browser.find_element(By.ID, "attest-score")
+    el.clear()
+    el.send_keys("2")
+    browser.find_element(By.CSS_SELECTOR, "#attest-form button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: "0.0 to 1.0" in d.find_element(By.CSS_SELECTOR, "#view-keys [data-error]").text)
+    el.clear()
     assert problems(browser, events_available) == []

@@ -200,7 +200,7 @@ def test_the_mfa_flow_is_on_the_stream(fresh):
     assert events[1]["sessionInfo"] == enroll_session and events[1]["code"] == enroll_code and events[1]["fictional"] is False
     assert events[5]["sessionInfo"] == sign_in_session and events[5]["code"] == sign_in_code
     assert events[3] | {"id": 0, "time": ""} == {"id": 0, "time": "", "type": "mfa.enrolled", "project": "demo-phone", "uid": uid,
-                                                  "mfaEnrollmentId": enrollment_id, "phoneNumber": phone}
+                                                  "mfaEnrollmentId": enrollment_id, "factorId": "phone", "phoneNumber": phone}
     assert events[7]["provider"] == "password" and events[7]["uid"] == uid
     assert events[8]["mfaEnrollmentId"] == enrollment_id
 
