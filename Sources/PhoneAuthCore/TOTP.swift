@@ -20,7 +20,8 @@ public typealias HMACSHA1 = @Sendable (_ key: [UInt8], _ message: [UInt8]) -> [U
 /// An enrolled TOTP factor's state: the shared secret and the last step it verified (replays are refused).
 public struct TOTPFactor: Sendable, Equatable {
     public var secret: [UInt8]
-    /// The newest time step a code verified for (enrollment included); steps up to it are spent.
+    /// The newest time step a code signed in with; steps up to it are spent. Enrollment leaves its own step usable once
+    /// (it records the step before), so an app or suite that signs in right after enrolling may use the same code.
     public var lastUsedStep: Int64?
 
     public init(secret: [UInt8], lastUsedStep: Int64? = nil) {
@@ -213,7 +214,7 @@ extension Emulator {
             guard user.mfaInfo.count < MultiFactor.maxEnrollments else { throw AuthError(.secondFactorLimitExceeded) }
             _ = tx.totpEnrollments.take(sessionInfo, now: now)
             return addSecondFactor(&tx, user, identity: identity, now: now) { id in
-                MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: pending.secret, lastUsedStep: step), displayName: displayName, enrolledAt: now)
+                MFAEnrollment(mfaEnrollmentId: id, totp: TOTPFactor(secret: pending.secret, lastUsedStep: step - 1), displayName: displayName, enrolledAt: now)
             }
         }
     }

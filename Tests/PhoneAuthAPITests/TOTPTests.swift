@@ -177,12 +177,11 @@ final class TOTPTests: XCTestCase, AppCalling {
         XCTAssertFalse(own.1.serializedString.contains(secret))
         XCTAssertFalse(lookup("u1").serializedString.contains(secret))
 
-        // Sign-in: the hint, then the code of the next step (this one is spent).
+        // Sign-in: the hint, then the code of the next step (the enrollment's own: testTheEnrollmentCodeSignsInOnceThenIsSpent).
         let first = try app.emulator.passFirstFactor(key, localId: "u1", signInProvider: "password")
         guard case .mfaRequired(let credential, _) = first else { return XCTFail("no MFA required") }
         XCTAssertEqual(MFAJSON.pendingReply(first)?["mfaInfo"]?.arrayValue?.first?["totpInfo"], .object(JSONObject()))
         XCTAssertNil(MFAJSON.pendingReply(first)?["mfaInfo"]?.arrayValue?.first?["phoneInfo"])
-        XCTAssertEqual(message(signIn(credential, enrollmentId, try code(secret))), "INVALID_CODE", "the enrollment's step is spent")
         _ = clock.advance(millis: 30_000)
         let helper = call("GET", "/emulator/v1/projects/demo-phone/totpCode?localId=u1")
         XCTAssertEqual(helper.1["code"]?.stringValue, try code(secret))
@@ -214,6 +213,18 @@ final class TOTPTests: XCTestCase, AppCalling {
         XCTAssertFalse(text.contains(secret))
         XCTAssertTrue(text.contains(#""mfaEnrollmentId":"\#(enrollmentId)","factorId":"totp""#), text)
         XCTAssertTrue(text.contains(#""secondFactor":"totp""#))
+    }
+
+    /// The enrollment's code signs in once right after (what a suite does within one 30-s step), then it is spent.
+    func testTheEnrollmentCodeSignsInOnceThenIsSpent() throws {
+        enableTOTP(adjacentIntervals: 0)
+        let (secret, id, _) = try enroll(try passwordUser())
+        let first = signIn(try pending("u1"), id, try code(secret))
+        XCTAssertEqual(first.0, 200, "\(first.1)")
+        XCTAssertEqual(message(signIn(try pending("u1"), id, try code(secret))), "INVALID_CODE", "a sign-in's code is not replayed")
+        // An older step than the enrollment's is never accepted, whatever the window.
+        enableTOTP(adjacentIntervals: 5)
+        XCTAssertEqual(message(signIn(try pending("u1"), id, try code(secret, at: clock.nowMillis() - 30_000))), "INVALID_CODE")
     }
 
     func testAdjacentIntervalsOnTheEmulatorClock() throws {
