@@ -123,7 +123,10 @@ def test_totp_over_http_in_productions_shapes(fresh):
     assert fb["sign_in_second_factor"] == "totp"
     enrollment = fb["second_factor_identifier"]
     secret = pyotp.TOTP(info["sharedSecretKey"])
-    # The spent step, a wrong code, then the next step's code (pyotp at the emulator's time).
+    # The enrollment's own code signs in once, then it is spent; a wrong code; then the next step's code (pyotp at the
+    # emulator's time).
+    r = totp_sign_in(emu, "t@example.com", enrollment, secret.at(now(emu)))
+    assert r.status_code == 200, r.text
     r = totp_sign_in(emu, "t@example.com", enrollment, secret.at(now(emu)))
     assert r.status_code == 400 and error_message(r) == "INVALID_CODE"
     next_step(emu)
@@ -202,7 +205,9 @@ def test_cli_enrolls_and_signs_in_with_a_totp_factor(fresh):
     enrolled = ok("mfa", "enroll", "--email", "c@example.com", "--password", "secret123", "--totp", "--display-name", "app")
     assert enrolled["mfaEnrollment"]["totpInfo"] == {} and enrolled["mfaEnrollment"]["displayName"] == "app"
     secret = pyotp.TOTP(enrolled["sharedSecretKey"])
-    # Right after enrolling the step is spent: the helper says so and the CLI refuses to use it.
+    # Right after enrolling, the enrollment's code signs in once; then the step is spent: the CLI refuses to use it again.
+    signed = ok("mfa", "sign-in", "--email", "c@example.com", "--password", "secret123")
+    assert signed["signInSecondFactor"] == "totp"
     r = run(emu, "mfa", "sign-in", "--email", "c@example.com", "--password", "secret123")
     assert r.returncode != 0 and "already used" in r.stderr, (r.stdout, r.stderr)
     next_step(emu)
