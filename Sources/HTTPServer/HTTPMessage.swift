@@ -18,6 +18,20 @@ public struct HTTPHeaders: Sendable, Sequence {
     public static func equalsIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
         let x = a.utf8, y = b.utf8
         guard x.count == y.count else { return false }
+        // Native strings (every parsed header name, every literal): compare the contiguous bytes, no index walking.
+        if let r = x.withContiguousStorageIfAvailable({ p in
+            y.withContiguousStorageIfAvailable { q -> Bool in
+                for k in 0..<p.count {
+                    let u = p[k], v = q[k]
+                    if u != v {
+                        let lu = u >= 0x41 && u <= 0x5A ? u | 0x20 : u
+                        let lv = v >= 0x41 && v <= 0x5A ? v | 0x20 : v
+                        if lu != lv { return false }
+                    }
+                }
+                return true
+            }
+        }), let r { return r }
         var i = x.startIndex, j = y.startIndex
         while i != x.endIndex {
             let p = x[i], q = y[j]

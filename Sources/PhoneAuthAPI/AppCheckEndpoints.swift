@@ -98,9 +98,11 @@ enum AppCheckEndpoints {
     }
 
     /// The check before a client call's handler (`RouteRow.appCheckProtected`, callers without admin credentials):
-    /// `OFF` costs one read of the store's enforcement; `UNENFORCED` verifies, counts and records; `ENFORCED` also
+    /// `OFF` costs one atomic load while no config ever enabled App Check (`AppCheckConfig.mayBeEnabled`), else one
+    /// read of the store's enforcement; `UNENFORCED` verifies, counts and records; `ENFORCED` also
     /// refuses a missing or invalid token.
     static func gate(_ app: PhoneAuthApp, _ call: Call, operation: Substring) throws(AuthError) {
+        guard AppCheckConfig.mayBeEnabled else { return }
         let key = call.namedStoreKey()
         guard app.emulator.appCheckEnforcement(key) != .off else { return }
         let config = app.emulator.appCheckConfig(key)

@@ -60,49 +60,58 @@ enum Execution: Sendable {
 
 typealias Handler = @Sendable (PhoneAuthApp, Call) throws -> Reply
 
-/// The parameters a path template can name, percent-decoded.
+/// The parameters a path template can name, percent-decoded. Stored as the few pairs a route has (most client calls:
+/// none, no allocation), so a routed request and its `Call` stay small to copy.
 struct PathParams: Sendable, Equatable {
-    /// `{project}`.
-    var project: String?
-    /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
-    var tenant: String?
-    /// `{file}`: a console or provider page file's name.
-    var file: String?
-    /// `{snapshot}`: a snapshot's name (checked by its handler).
-    var snapshot: String?
-    /// `{config}`: a provider configuration's id (checked by its handler).
-    var config: String?
-    /// `{app}`: a Firebase app id (App Check; checked by its handler).
-    var app: String?
-
     enum Name: String, Sendable, CaseIterable { case project, tenant, file, snapshot, config, app }
+
+    private var pairs: [(name: Name, value: String)] = []
+
+    init(project: String? = nil, tenant: String? = nil, file: String? = nil, snapshot: String? = nil, config: String? = nil,
+         app: String? = nil) {
+        self.project = project
+        self.tenant = tenant
+        self.file = file
+        self.snapshot = snapshot
+        self.config = config
+        self.app = app
+    }
+
+    static func == (a: PathParams, b: PathParams) -> Bool {
+        Name.allCases.allSatisfy { a[$0] == b[$0] }
+    }
 
     subscript(name: Name) -> String? {
         get {
-            switch name {
-            case .project: project
-            case .tenant: tenant
-            case .file: file
-            case .snapshot: snapshot
-            case .config: config
-            case .app: app
-            }
+            for p in pairs where p.name == name { return p.value }
+            return nil
         }
         set {
-            switch name {
-            case .project: project = newValue
-            case .tenant: tenant = newValue
-            case .file: file = newValue
-            case .snapshot: snapshot = newValue
-            case .config: config = newValue
-            case .app: app = newValue
+            if let i = pairs.firstIndex(where: { $0.name == name }) {
+                if let newValue { pairs[i].value = newValue } else { pairs.remove(at: i) }
+            } else if let newValue {
+                pairs.append((name, newValue))
             }
         }
     }
+
+    /// `{project}`.
+    var project: String? { get { self[.project] } set { self[.project] = newValue } }
+    /// `{tenant}`; `{tenant?}` also matches an empty segment, read as no tenant (the top-level project).
+    var tenant: String? { get { self[.tenant] } set { self[.tenant] = newValue } }
+    /// `{file}`: a console or provider page file's name.
+    var file: String? { get { self[.file] } set { self[.file] = newValue } }
+    /// `{snapshot}`: a snapshot's name (checked by its handler).
+    var snapshot: String? { get { self[.snapshot] } set { self[.snapshot] = newValue } }
+    /// `{config}`: a provider configuration's id (checked by its handler).
+    var config: String? { get { self[.config] } set { self[.config] = newValue } }
+    /// `{app}`: a Firebase app id (App Check; checked by its handler).
+    var app: String? { get { self[.app] } set { self[.app] = newValue } }
 }
 
 /// One row of the route table: everything there is to know about an endpoint except its handler's body.
-struct RouteRow: Sendable {
+/// A class: a routed request carries its row by reference (one pointer, not the row's dozen fields copied per request).
+final class RouteRow: Sendable {
     /// `GET`, `POST`, `PATCH` or `DELETE` (`HEAD` is served by the `GET` row).
     let method: String
     /// Segments separated by `/`: literals, or a parameter `{project}` / `{tenant}` (non-empty), `{tenant?}` (may be

@@ -1,3 +1,4 @@
+import Synchronization
 import EmulatorSupport
 
 /// `appCheck`: App Check for Authentication, per project and tenant (production's enforcement states; the emulator
@@ -17,7 +18,16 @@ public struct AppCheckConfig: Sendable, Equatable {
     public static let maxApps = 50
     public static let maxDebugTokens = 50
 
-    public var enforcement: Enforcement = .off
+    public var enforcement: Enforcement = .off {
+        didSet { if enforcement != .off { Self.everEnabled.store(true, ordering: .relaxed) } }
+    }
+
+    /// Whether any App Check config in this process has ever been set to a state other than `OFF`: every such value
+    /// comes through `enforcement`'s setter (a config starts `OFF`), so while this is false no store can enforce, and a
+    /// client call skips the gate with one load instead of a store lookup (the fictional send's hot path). Never
+    /// reset: turning enforcement off again only costs the lookup.
+    public static var mayBeEnabled: Bool { everEnabled.load(ordering: .relaxed) }
+    private static let everEnabled = Atomic<Bool>(false)
     public var tokenTtlSeconds = 3600
     /// Registered app ids (`1:<number>:web|android|ios:<hex>`); empty: any app id of the project number.
     public var apps: [String] = []

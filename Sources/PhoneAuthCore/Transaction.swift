@@ -839,8 +839,14 @@ extension StoreState {
 
 extension Emulator {
     /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
+    /// A late SMS still on its way when the journal was written arrives at its time after the restart too (its
+    /// `code.sent` event and the inbox long-polls then); one due while the server was down is in the inbox already.
     public func restore(_ stores: [StoreSnapshot], refreshTokens: [(String, RefreshTokenRecord)]) {
+        let now = clock.nowMillis()
         for snap in stores {
+            for sess in snap.sessions {
+                if let d = sess.delivery, !d.lost, let at = d.deliverAt, at > now { scheduleLate(snap.key, sess, at: at) }
+            }
             let box = store(snap.key)
             box.state.withLock { g in
                 let before = box.budgets.counts(g)
