@@ -74,6 +74,20 @@ public struct PasswordPolicy: Sendable, Equatable {
 
     public var enforced: Bool { enforcement == .enforce }
 
+    /// `allowedNonAlphanumeric` as two 64-bit masks over ASCII.
+    static let allowedBits: (UInt64, UInt64) = {
+        var lo: UInt64 = 0, hi: UInt64 = 0
+        for c in allowedNonAlphanumeric {
+            let a = c.asciiValue!
+            if a < 64 { lo |= 1 << UInt64(a) } else { hi |= 1 << UInt64(a - 64) }
+        }
+        return (lo, hi)
+    }()
+
+    static func allowedMask(_ b: UInt8) -> Bool {
+        b < 64 ? allowedBits.0 & (1 << UInt64(b)) != 0 : allowedBits.1 & (1 << UInt64(b - 64)) != 0
+    }
+
     /// The requirements `password` misses, in production's order (length, lower case, upper case, numeric,
     /// non-alphanumeric). Lengths count UTF-16 code units, as the JS SDK's `validatePassword` does, so both agree.
     public func missing(_ password: String) -> [Requirement] {
@@ -82,17 +96,17 @@ public struct PasswordPolicy: Sendable, Equatable {
         let floor = max(minLength ?? Self.floorLength, Self.floorLength)
         if length < floor { out.append(.minLength(floor)) }
         if let maxLength, maxLength > 0, length > maxLength { out.append(.maxLength(maxLength)) }
+        // Every character a requirement counts is ASCII: one pass over the bytes, a bit mask for the allowed list, and
+        // no more than one pass however long the body's password is.
         var lower = false, upper = false, digit = false, other = false
-        for c in password {
-            if let a = c.asciiValue {
-                switch a {
-                case 0x61...0x7A: lower = true
-                case 0x41...0x5A: upper = true
-                case 0x30...0x39: digit = true
-                default: break
-                }
+        for b in password.utf8 where b < 0x80 {
+            switch b {
+            case 0x61...0x7A: lower = true
+            case 0x41...0x5A: upper = true
+            case 0x30...0x39: digit = true
+            default: if Self.allowedMask(b) { other = true }
             }
-            if !other, Self.allowedNonAlphanumeric.contains(c) { other = true }
+            if lower, upper, digit, other { break }
         }
         if requireLowercase == true, !lower { out.append(.lowercase) }
         if requireUppercase == true, !upper { out.append(.uppercase) }

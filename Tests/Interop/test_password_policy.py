@@ -245,9 +245,21 @@ OFFICIAL = os.environ.get("OFFICIAL_AUTH_EMULATOR_URL")
 
 
 @pytest.mark.skipif(not OFFICIAL, reason="needs OFFICIAL_AUTH_EMULATOR_URL")
-def test_official_emulator_does_not_serve_the_policy():
+def test_official_emulator_stores_but_neither_serves_nor_enforces(fresh):
     try:
         r = requests.get(f"{OFFICIAL}{V2}/passwordPolicy", params={"key": "fake-api-key"}, timeout=5)
     except requests.ConnectionError:
         pytest.skip("the official emulator is not running")
     assert r.status_code == 501 and "getPasswordPolicy is not implemented" in r.json()["error"]["message"]
+    # It keeps a PATCHed passwordPolicyConfig but does not enforce it (docs/differences.md); we do, as production.
+    project = f"pwp-{os.getpid()}"
+    emu = fresh()
+    outcomes = []
+    for base in (OFFICIAL, emu.url):
+        r = requests.patch(f"{base}{V2}/projects/{project}/config", params={"updateMask": MASK},
+                           json={"passwordPolicyConfig": policy()}, headers=OWNER, timeout=5)
+        assert r.status_code == 200 and r.json()["passwordPolicyConfig"]["passwordPolicyEnforcementState"] == "ENFORCE", r.text
+        r = requests.post(f"{base}/identitytoolkit.googleapis.com/v1/projects/{project}/accounts",
+                          json={"email": "weak@example.com", "password": "weakpass"}, headers=OWNER, timeout=5)
+        outcomes.append(r.status_code)
+    assert outcomes == [200, 400]

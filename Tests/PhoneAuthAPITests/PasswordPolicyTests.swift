@@ -209,5 +209,12 @@ final class PasswordPolicyTests: XCTestCase, AppCalling {
         p.requireNonAlphanumeric = true
         XCTAssertEqual(p.missing("abcdefgh "), [.nonAlphanumeric], "a space is not in the list")
         XCTAssertEqual(p.missing("abcdefgh`"), [])
+        // One pass over the bytes: a body-sized password costs milliseconds.
+        p.maxLength = 4096
+        p.requireUppercase = true
+        let huge = String(repeating: "a", count: 1_000_000)
+        let start = ContinuousClock.now
+        XCTAssertEqual(p.missing(huge), [.maxLength(4096), .uppercase, .nonAlphanumeric])
+        XCTAssertLessThan(ContinuousClock.now - start, .milliseconds(500))
     }
 }
