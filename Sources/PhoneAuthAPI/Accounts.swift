@@ -5,7 +5,8 @@ import PhoneAuthCore
 /// Reading `UserChanges` from a request body (shared by create and update), through the user field table: each field
 /// the caller may set (`UserField.access`) under its request keys, `deleteAttribute`, and the password.
 extension Call {
-    func userChanges(privileged: Bool) throws(AuthError) -> UserChanges {
+    /// `policyKey`: the project or tenant whose password policy a new password must meet.
+    func userChanges(privileged: Bool, policyKey: StoreKey) throws(AuthError) -> UserChanges {
         let table = emulator.userFields
         var c = UserChanges()
         let mine: UserField.Access = privileged ? .admin : .client
@@ -13,7 +14,7 @@ extension Call {
             if let v = try requestValue(f) { c[field: f.name] = try f.fromRequest(v) }
         }
         if let v = try string("password") {
-            let (hash, salt) = try Passwords.checkedHash(v, random: emulator.random)
+            let (hash, salt) = try Passwords.checkedHash(v, policy: emulator.config(policyKey).passwordPolicy, random: emulator.random)
             c.password = PasswordChange(hash: hash, salt: salt)
         }
         for attr in try strings("deleteAttribute") {
@@ -72,7 +73,7 @@ enum SignUp {
         let key = try call.storeKey()
         var o: JSONObject = ["kind": "identitytoolkit#SignupNewUserResponse"]
         if call.privileged, (try call.string("idToken")) == nil {
-            var changes = try call.userChanges(privileged: true)
+            var changes = try call.userChanges(privileged: true, policyKey: key)
             if let mfa = call.body["mfaInfo"], mfa != .null {
                 guard mfa.arrayValue != nil else { throw AuthError.invalidJSON("/mfaInfo must be array") }
                 changes.mfaInfo = try call.adminEnrollments(mfa, field: "mfaInfo", generateIds: true, emulator: app.emulator)
@@ -86,7 +87,7 @@ enum SignUp {
         }
         if try call.string("localId") != nil { throw AuthError(.unexpectedParameter, "User ID") }
         try EmailSignUp.check(app, call, key)
-        let changes = try call.userChanges(privileged: false)
+        let changes = try call.userChanges(privileged: false, policyKey: key)
         if let idToken = try call.string("idToken"), !idToken.isEmpty {
             // Link an email/password to the signed-in user: the update and its refresh token are one transaction.
             let (identity, _) = try app.verifiedUser(idToken, call: call, tenant: key.tenantId)
@@ -143,7 +144,7 @@ enum UpdateAccount {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         if let reply = try ApplyActionCode.handleIfPresent(app, call) { return reply }
         let (key, localId, identity) = try call.targetAccount(app, unprivilegedError: AuthError(.invalidReqType, "Unsupported request parameters."))
-        var changes = try call.userChanges(privileged: call.privileged)
+        var changes = try call.userChanges(privileged: call.privileged, policyKey: key)
         EmailChange.revokeOnChange(app, key: key, localId: localId, &changes)
         if call.privileged, let mfa = try call.object("mfa") {
             // Replaces the list; `enrollments: []` or `mfa: {}` clears it (no `mfa` key leaves it alone).

@@ -3,7 +3,8 @@ import PhoneAuthCore
 
 /// `GET/PATCH /identitytoolkit.googleapis.com/v2/projects/{p}/config` (admin), production's Config resource.
 /// We model `signIn.phoneNumber` (`enabled`, `testPhoneNumbers`), `smsRegionConfig`, `mfa`, `blockingFunctions` and
-/// `emailPrivacyConfig` (`enableImprovedEmailPrivacy`, true for a new project as production's); other fields are stored
+/// `emailPrivacyConfig` (`enableImprovedEmailPrivacy`, true for a new project as production's) and `passwordPolicyConfig`
+/// (PasswordPolicy.swift; `lastUpdateTime` set when its rules change); other fields are stored
 /// and returned as given. PATCH honours `?updateMask=` (comma-separated paths; a masked path absent from the body
 /// is cleared); without a mask, the body's fields are merged.
 enum AdminConfig {
@@ -18,6 +19,7 @@ enum AdminConfig {
         doc["blockingFunctions"] = c.blockingFunctions.json
         doc["recaptchaConfig"] = c.recaptcha.json
         doc["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(c.enableImprovedEmailPrivacy)]
+        if c.passwordPolicy.configured { doc["passwordPolicyConfig"] = c.passwordPolicy.json }
         return doc
     }
 
@@ -33,8 +35,11 @@ enum AdminConfig {
             guard !path.isEmpty, path.allSatisfy({ !$0.isEmpty }) else { throw AuthError.invalidArgument("Invalid update mask path: \(m)") }
         }
         // Read, merge and write in one transaction: a concurrent patch never loses this one's fields or vice versa.
+        let now = app.emulator.clock.nowMillis()
         let updated = try app.emulator.updateConfig(key) { config, _ throws(AuthError) -> ProjectConfig in
+            let old = config.passwordPolicy
             config = try merged(config, body: call.body, masks: masks, projectId: call.projectId)
+            config.passwordPolicy = config.passwordPolicy.stamped(after: old, nowMillis: now)
             return config
         }
         return Reply(.object(document(updated, projectId: call.projectId)))
@@ -73,6 +78,7 @@ enum AdminConfig {
             if let v = doc["recaptchaConfig"], v != .null { try updated.recaptcha.apply(v, path: "recaptchaConfig") }
             updated.enableImprovedEmailPrivacy = false  // masked and absent from the body: the field's default
             if let v = doc["emailPrivacyConfig"], v != .null { try updated.applyEmailPrivacy(v, path: "emailPrivacyConfig") }
+            updated.passwordPolicy = try PasswordPolicy.parse(doc["passwordPolicyConfig"] ?? .null, path: "passwordPolicyConfig")
         } catch {
             throw AuthError.invalidArgument("Invalid config: \(error.description)")
         }
@@ -88,6 +94,7 @@ enum AdminConfig {
         rest["recaptchaConfig"] = nil
         rest["blockingFunctions"] = nil
         rest["emailPrivacyConfig"] = nil
+        rest["passwordPolicyConfig"] = nil
         rest.setValue(nil, atPath: ["signIn", "phoneNumber"])
         updated.passthrough = rest
         return updated

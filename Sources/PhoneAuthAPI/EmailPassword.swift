@@ -13,7 +13,7 @@ enum EmailSignUp {
         if app.emulator.tenantSettings(key)?.allowPasswordSignup == false { throw AuthError(.operationNotAllowed) }
         guard Identifiers.isValidEmail(email) else { throw AuthError(.invalidEmail) }
         if app.emulator.user(key, email: email) != nil { throw AuthError(.emailExists) }
-        guard password.count >= Passwords.minimumLength else { throw Passwords.weak }
+        try Passwords.check(password, policy: app.emulator.config(key).passwordPolicy)
     }
 }
 
@@ -64,18 +64,33 @@ enum SignInWithPassword {
             app.emulator.countWrongPassword(key, localId: user.localId)
             throw wrong
         }
+        // The enforced password policy: a password that misses a requirement cannot sign in with
+        // `forceUpgradeOnSignin` (production's "require" mode), else signs in and is told what it misses ("notify").
+        let policy = app.emulator.config(key).passwordPolicy
+        let missing = policy.enforced ? policy.missing(password) : []
+        if !missing.isEmpty, policy.forceUpgradeOnSignin { throw PasswordPolicy.refusal(missing) }
         // beforeSignIn runs here unless a second factor follows (then mfaSignIn:finalize runs it, as production); an
         // enrolled user's MFA-required answer signs nothing and is answered on the loop.
         // An imported hash is replaced by ours in the sign-in's transaction (production rehashes on sign-in).
         let request = SignInRequest.Password(localId: user.localId, verifiedHash: hash,
                                              secondFactorExpected: app.emulator.secondFactorLikelyRequired(key, user: user),
                                              upgrade: Passwords.upgrade(password, user: user, random: app.emulator.random))
-        return try app.signIn(call, key, .password(request), Answer(email: email))
+        return try app.signIn(call, key, .password(request), Answer(email: email, notifications: missing))
     }
 
     struct Answer: SignInAnswer {
         /// As the request gave it: the reply's `email` when the user has none.
         let email: String
+        /// The requirements of the enforced password policy the password misses (`userNotifications`).
+        var notifications: [PasswordPolicy.Requirement] = []
+
+        /// Production's `userNotifications`: `[{notificationCode, notificationMessage}]`, only when there are some.
+        func addNotifications(_ o: inout JSONObject) {
+            guard !notifications.isEmpty else { return }
+            o["userNotifications"] = .array(notifications.map {
+                ["notificationCode": .string($0.notificationCode), "notificationMessage": .string($0.message)]
+            })
+        }
 
         func reply(_ app: PhoneAuthApp, _ call: Call, _ s: SignedIn, idToken: String) -> Reply {
             var o: JSONObject = ["kind": "identitytoolkit#VerifyPasswordResponse", "localId": .string(s.user.localId),
@@ -83,6 +98,7 @@ enum SignInWithPassword {
                                  "idToken": .string(idToken), "registered": true, "refreshToken": .string(s.refreshToken),
                                  "expiresIn": .string(String(TokenService.tokenLifetimeSeconds))]
             o.set("photoUrl", s.user.photoUrl.map(JSON.string))
+            addNotifications(&o)
             return Reply(.object(o))
         }
 
@@ -93,6 +109,7 @@ enum SignInWithPassword {
                                  "email": .string(u.email ?? email.lowercased()), "displayName": .string(u.displayName ?? ""),
                                  "registered": true]
             for (k, v) in MFAJSON.pendingReply(first) ?? [:] { o[k] = v }
+            addNotifications(&o)
             return Reply(.object(o))
         }
     }

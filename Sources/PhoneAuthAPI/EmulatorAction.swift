@@ -53,7 +53,7 @@ enum EmulatorAction {
                                   "instructions": "The string 'NEW_PASSWORD_HERE' is just a placeholder.",
                                   "instructions2": "Please change the URL to specify a new password instead.", "urlTemplate": template])
             }
-            let (hash, salt) = try Passwords.checkedHash(newPassword, random: app.emulator.random)
+            let (hash, salt) = try Passwords.checkedHash(newPassword, policy: app.emulator.config(key).passwordPolicy, random: app.emulator.random)
             guard let (code, _) = try unlessUsed({ () throws(AuthError) in
                 try app.emulator.resetPassword(key, code: oobCode, passwordHash: hash, salt: salt)
             }) else { return expired }

@@ -113,7 +113,7 @@ enum ResetPassword {
         let code: OobCode
         if let newPassword = try call.string("newPassword"), !newPassword.isEmpty {
             // The code's type is checked before the (costly) hash only through the transaction; a weak password first.
-            let (hash, salt) = try Passwords.checkedHash(newPassword, random: app.emulator.random)
+            let (hash, salt) = try Passwords.checkedHash(newPassword, policy: app.emulator.config(key).passwordPolicy, random: app.emulator.random)
             (code, _) = try app.emulator.resetPassword(key, code: oobCode, passwordHash: hash, salt: salt)
         } else {
             code = try app.emulator.checkOobCode(key, code: oobCode)

@@ -13,9 +13,16 @@ enum Passwords {
     /// Production's minimum (`WEAK_PASSWORD : Password should be at least 6 characters`).
     static let minimumLength = 6
 
-    /// `WEAK_PASSWORD` below `minimumLength` characters, else the hash and salt.
-    static func checkedHash(_ password: String, random: any RandomSource) throws(AuthError) -> (hash: String, salt: String) {
+    /// A new password's checks: the enforced password policy's requirements (`PASSWORD_DOES_NOT_MEET_REQUIREMENTS`,
+    /// PasswordPolicy.swift), else `WEAK_PASSWORD` below `minimumLength` characters.
+    static func check(_ password: String, policy: PasswordPolicy) throws(AuthError) {
+        try policy.check(password)
         guard password.count >= minimumLength else { throw weak }
+    }
+
+    /// `check`, then the hash and salt.
+    static func checkedHash(_ password: String, policy: PasswordPolicy, random: any RandomSource) throws(AuthError) -> (hash: String, salt: String) {
+        try check(password, policy: policy)
         return hash(password, random: random)
     }
 

@@ -221,6 +221,8 @@ enum Router {
                  "project number and `authorizedDomains`", Status.projects),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/recaptchaConfig", .client, .none, .loop,
                  "the project's or tenant's `recaptchaConfig` as the SDKs read it (PHONE_PROVIDER `OFF`/`AUDIT`/`ENFORCE`)", RecaptchaConfig.handle),
+        RouteRow("GET", "/identitytoolkit.googleapis.com/v2/passwordPolicy", .client, .none, .loop,
+                 "the project's or tenant's password policy as the SDKs read it (`validatePassword`)", PasswordPolicyEndpoint.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:start", .client, .json, .loop,
                  "SMS second factor: send an enrollment code (`phoneEnrollmentInfo`), `{phoneSessionInfo}`", MFAEndpoints.enrollmentStart),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:finalize", .client, .json, .offload,

@@ -3,7 +3,8 @@ import PhoneAuthCore
 
 /// `/identitytoolkit.googleapis.com/v2/projects/{p}/tenants[/{t}]`: create, list, get, update, delete (admin).
 /// The Tenant resource as production: `name`, `displayName`, `allowPasswordSignup`, `enableEmailLinkSignin`,
-/// `disableAuth`, `enableAnonymousUser`, `testPhoneNumbers`, plus any other field, stored as given.
+/// `disableAuth`, `enableAnonymousUser`, `testPhoneNumbers`, `mfaConfig`, `emailPrivacyConfig`, `recaptchaConfig`,
+/// `passwordPolicyConfig`, plus any other field, stored as given.
 enum Tenants {
     static func resource(_ app: PhoneAuthApp, _ key: StoreKey) -> JSONObject {
         resource(key, app.emulator.tenantSettings(key) ?? TenantSettings(), app.emulator.config(key))
@@ -23,6 +24,7 @@ enum Tenants {
         o["emailPrivacyConfig"] = ["enableImprovedEmailPrivacy": .bool(config.enableImprovedEmailPrivacy)]
         if config.recaptcha != RecaptchaSettings() { o["recaptchaConfig"] = config.recaptcha.json }
         if !config.blockingFunctions.isEmpty { o["blockingFunctions"] = config.blockingFunctions.json }
+        if config.passwordPolicy.configured { o["passwordPolicyConfig"] = config.passwordPolicy.json }
         return o
     }
 
@@ -32,8 +34,11 @@ enum Tenants {
     /// (production's `tenants.patch`: a field the body leaves out takes its proto default, `false`/empty); a create
     /// takes our defaults instead (password and anonymous sign-in on). Returns the resulting resource.
     static func apply(_ app: PhoneAuthApp, _ key: StoreKey, body: JSONObject, masks: [String]?, creating: Bool = false) throws -> JSONObject {
-        try app.emulator.updateTenant(key, creating: creating) { config, tenant throws(AuthError) -> JSONObject in
+        let now = app.emulator.clock.nowMillis()
+        return try app.emulator.updateTenant(key, creating: creating) { config, tenant throws(AuthError) -> JSONObject in
+            let old = config.passwordPolicy
             (tenant, config) = try merged(key, tenant, config, body: body, masks: masks, creating: creating)
+            config.passwordPolicy = config.passwordPolicy.stamped(after: old, nowMillis: now)
             return resource(key, tenant, config)
         }
     }
@@ -55,7 +60,7 @@ enum Tenants {
         var t = TenantSettings()
         var extra = doc
         for k in ["name", "tenantId", "displayName", "allowPasswordSignup", "enableEmailLinkSignin", "disableAuth", "enableAnonymousUser", "testPhoneNumbers",
-                  "mfaConfig", "blockingFunctions", "emailPrivacyConfig", "recaptchaConfig"] {
+                  "mfaConfig", "blockingFunctions", "emailPrivacyConfig", "recaptchaConfig", "passwordPolicyConfig"] {
             extra[k] = nil
         }
         func flag(_ k: String, _ d: Bool) throws(AuthError) -> Bool {
@@ -86,6 +91,7 @@ enum Tenants {
             }
             config.recaptcha = RecaptchaSettings()
             if let v = doc["recaptchaConfig"], v != .null { try config.recaptcha.apply(v, path: "recaptchaConfig") }
+            config.passwordPolicy = try PasswordPolicy.parse(doc["passwordPolicyConfig"] ?? .null, path: "passwordPolicyConfig")
         } catch {
             throw AuthError.invalidArgument("Invalid tenant: \(error.description)")
         }

@@ -113,6 +113,8 @@ extension AuthError.Code {
     public static let userDisabled = Self("USER_DISABLED")
     public static let userNotFound = Self("USER_NOT_FOUND")
     public static let weakPassword = Self("WEAK_PASSWORD")
+    /// A new password the enforced password policy refuses (PasswordPolicy.swift).
+    public static let passwordDoesNotMeetRequirements = Self("PASSWORD_DOES_NOT_MEET_REQUIREMENTS")
     public static let invalidRecaptchaVersion = Self("INVALID_RECAPTCHA_VERSION")
     public static let missingRecaptchaToken = Self("MISSING_RECAPTCHA_TOKEN")
     public static let missingClientType = Self("MISSING_CLIENT_TYPE")

@@ -98,6 +98,8 @@ public struct ProjectConfig: Sendable, Equatable {
     public var pnv = PNVConfig()
     /// `recaptchaConfig` (SMSDefense.swift): reCAPTCHA SMS defense, production's shape.
     public var recaptcha = RecaptchaSettings()
+    /// `passwordPolicyConfig` (PasswordPolicy.swift): production's password policy, off unless given.
+    public var passwordPolicy = PasswordPolicy()
     /// Fields of the production v2 config we do not model, kept so a GET returns what a PATCH stored.
     public var passthrough = JSONObject()
 
@@ -133,6 +135,7 @@ public struct ProjectConfig: Sendable, Equatable {
         pa["delivery"] = .object(dl)
         o["phoneAuth"] = .object(pa)
         o["recaptchaConfig"] = recaptcha.json
+        if passwordPolicy.configured { o["passwordPolicyConfig"] = passwordPolicy.json }
         o["tenants"] = ["createOnFirstUse": .bool(tenantPolicy.createOnFirstUse)]
         o["protection"] = protection.json
         o["blockingFunctions"] = blockingFunctions.json
@@ -182,6 +185,7 @@ public struct ProjectConfig: Sendable, Equatable {
             case "emailPrivacyConfig": try applyEmailPrivacy(v, path: p)
             case "phoneAuth": try applyPhoneAuth(v, path: p)
             case "recaptchaConfig": try recaptcha.apply(v, path: p)
+            case "passwordPolicyConfig": passwordPolicy = try PasswordPolicy.parse(v, path: p)
             case "protection": try protection.apply(v, path: p)
             case "blockingFunctions":
                 do { blockingFunctions = try BlockingFunctionsConfig.parse(v, path: p) } catch { throw error.configError }
