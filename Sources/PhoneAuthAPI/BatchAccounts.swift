@@ -7,14 +7,26 @@ enum BatchAccounts {
     static func batchGet(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let tenant = try call.queryTenant()
         let key = try call.enabled(StoreKey(projectId: call.projectId, tenantId: tenant))
+        return try download(app, key, maxResults: call.queryValue("maxResults"), after: call.queryValue("nextPageToken"))
+    }
+
+    /// v3 `downloadAccount` (the iOS SDK's and old admin tools' path): `accounts:batchGet` with its parameters in the
+    /// body (`targetProjectId` picks the project, as for every admin call; `tenantId` a tenant).
+    static func downloadAccount(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
+        let key = try call.readStoreKey()
+        return try download(app, key, maxResults: try call.string("maxResults"), after: try call.string("nextPageToken"))
+    }
+
+    /// One page of users by uid: at most `maxResults` (1 to 1000, -1 for all; 20 when not given) after the page token.
+    static func download(_ app: PhoneAuthApp, _ key: StoreKey, maxResults: String?, after token: String?) throws -> Reply {
         var limit = 20
-        if let m = call.queryValue("maxResults") {
+        if let m = maxResults, !m.isEmpty {
             guard let n = Int(m), n == -1 || (1...1000).contains(n) else {
                 throw AuthError.invalidArgument("maxResults must be between 1 and 1000 (or -1 for all).")
             }
             limit = n == -1 ? Int.max : n
         }
-        let users = app.emulator.listUsers(key, after: call.queryValue("nextPageToken"), limit: limit)
+        let users = app.emulator.listUsers(key, after: token.flatMap { $0.isEmpty ? nil : $0 }, limit: limit)
         var o: JSONObject = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { app.emulator.userFields.render($0) })]
         // A full page always carries a token, even the last (production, firebase-tools#3231): its page is empty.
         if limit != Int.max, users.count == limit, let last = users.last { o["nextPageToken"] = .string(last.localId) }
@@ -36,42 +48,60 @@ enum BatchAccounts {
         return Reply(.object(o))
     }
 
-    /// `accounts:query`'s `sortBy` (Identity Toolkit's `SortByField`); anything else sorts by uid, as before.
+    /// `accounts:query`'s `sortBy` (Identity Toolkit's `SortByField`).
     enum QuerySort: String {
-        case userId = "USER_ID", name = "NAME", createdAt = "CREATED_AT", lastLoginAt = "LAST_LOGIN_AT", userEmail = "USER_EMAIL"
+        case unspecified = "SORT_BY_FIELD_UNSPECIFIED", userId = "USER_ID", name = "NAME", createdAt = "CREATED_AT"
+        case lastLoginAt = "LAST_LOGIN_AT", userEmail = "USER_EMAIL"
     }
 
+    /// `accounts:query` and `projects.queryAccounts`, as production: only the first `expression` is evaluated (its
+    /// `userId`, `email` (any case) and `phoneNumber`, all that are given); `sortBy` (default `USER_ID`) and `order`
+    /// (`ASC`, `DESC`); `offset`; `limit` at most 500 (the default, also for 0, proto3's unset). `recordsCount` is the number of accounts returned,
+    /// or with `returnUserInfo: false` the number matching.
     static func query(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.readStoreKey()
-        var users = app.emulator.existingStore(key)?.read { Array($0.users.values) } ?? []
-        if let expr = call.body["expression"]?.arrayValue, !expr.isEmpty {
-            // Each expression matches by userId, else email, else phoneNumber: sets make it O(users + expressions).
-            var ids = Set<String>(), emails = Set<String>(), phones = Set<String>()
-            for e in expr {
-                if let id = e["userId"]?.stringValue { ids.insert(id) }
-                else if let em = e["email"]?.stringValue { emails.insert(em.lowercased()) }
-                else if let p = e["phoneNumber"]?.stringValue { phones.insert((try? PhoneNumber(parsing: p).e164) ?? p) }
-            }
-            users = users.filter { u in
-                ids.contains(u.localId) || (u.email.map { emails.contains($0.lowercased()) } ?? false)
-                    || (u.phoneNumber.map { phones.contains($0) } ?? false)
-            }
+        guard let sort = QuerySort(rawValue: try call.string("sortBy") ?? "SORT_BY_FIELD_UNSPECIFIED") else {
+            throw AuthError.invalidJSON("Invalid value at 'sort_by' (type.googleapis.com/google.cloud.identitytoolkit.v1.QueryUserInfoRequest.SortByField), \(call.body["sortBy"]?.serializedString.prefix(100) ?? "")")
         }
-        switch QuerySort(rawValue: try call.string("sortBy") ?? "") ?? .userId {
+        let order = try call.string("order") ?? "ORDER_UNSPECIFIED"
+        guard ["ORDER_UNSPECIFIED", "ASC", "DESC"].contains(order) else {
+            throw AuthError.invalidJSON("Invalid value at 'order' (type.googleapis.com/google.cloud.identitytoolkit.v1.QueryUserInfoRequest.Order), \(call.body["order"]?.serializedString.prefix(100) ?? "")")
+        }
+        let offset = try call.int("offset") ?? 0
+        let limit = try call.int("limit") ?? 500
+        guard offset >= 0, limit >= 0 else { throw AuthError.invalidArgument("offset and limit must not be negative.") }
+        let returnUserInfo = try call.bool("returnUserInfo") ?? true
+        var match: (id: String?, email: String?, phone: String?)?
+        if case .array(let expressions)? = call.body["expression"], let first = expressions.first {
+            guard case .object(let e) = first else { throw AuthError.invalidJSON("Invalid value at 'expression[0]' (type.googleapis.com/google.cloud.identitytoolkit.v1.SqlExpression), \(first.serializedString.prefix(100))") }
+            func field(_ name: String) throws(AuthError) -> String? {
+                guard let v = e[name], v != .null else { return nil }
+                guard let s = v.stringValue else { throw AuthError.invalidJSON("Invalid value at 'expression[0].\(name)' (TYPE_STRING), \(v.serializedString.prefix(100))") }
+                return s
+            }
+            let phone = try field("phoneNumber")
+            match = (try field("userId"), try field("email")?.lowercased(), phone.map { (try? PhoneNumber(parsing: $0).e164) ?? $0 })
+        } else if let v = call.body["expression"], v != .null, v.arrayValue == nil {
+            throw AuthError.invalidJSON("Invalid value at 'expression' (type.googleapis.com/google.cloud.identitytoolkit.v1.SqlExpression), \(v.serializedString.prefix(100))")
+        }
+        var users: [UserRecord] = app.emulator.existingStore(key)?.read { store -> [UserRecord] in
+            guard let m = match else { return Array(store.users.values) }
+            return store.users.values.filter { u in
+                (m.id.map { $0 == u.localId } ?? true) && (m.email.map { $0 == u.email?.lowercased() } ?? true)
+                    && (m.phone.map { $0 == u.phoneNumber } ?? true)
+            }
+        } ?? []
+        guard returnUserInfo else { return Reply(["recordsCount": .string(String(users.count))]) }
+        switch sort {
         case .name: users.sort { ($0.displayName ?? "", $0.localId) < ($1.displayName ?? "", $1.localId) }
         case .createdAt: users.sort { ($0.createdAt, $0.localId) < ($1.createdAt, $1.localId) }
         case .lastLoginAt: users.sort { ($0.lastLoginAt ?? 0, $0.localId) < ($1.lastLoginAt ?? 0, $1.localId) }
         case .userEmail: users.sort { ($0.email ?? "", $0.localId) < ($1.email ?? "", $1.localId) }
-        case .userId: users.sort { $0.localId < $1.localId }
+        case .userId, .unspecified: users.sort { $0.localId < $1.localId }
         }
-        if try call.string("order") == "DESC" { users.reverse() }
-        let offset = Int(try call.int("offset") ?? 0)
-        let limit = Int(try call.int("limit") ?? 500)
-        guard offset >= 0, limit >= 0 else { throw AuthError.invalidArgument("offset and limit must not be negative.") }
-        let page = Array(users.dropFirst(offset).prefix(limit))
-        var o: JSONObject = ["recordsCount": .string(String(page.count))]
-        if try call.bool("returnUserInfo") ?? true { o["userInfo"] = .array(page.map { app.emulator.userFields.render($0) }) }
-        return Reply(.object(o))
+        if order == "DESC" { users.reverse() }
+        let page = users.dropFirst(Int(min(offset, Int64(Int32.max)))).prefix(limit == 0 ? 500 : Int(min(limit, 500)))
+        return Reply(["recordsCount": .string(String(page.count)), "userInfo": .array(page.map { app.emulator.userFields.render($0) })])
     }
 
     /// Imports users. Per-user problems come back in a 200 as `error[{index, message}]`.

@@ -123,8 +123,8 @@ enum CreateAuthUri {
     static func handle(_ app: PhoneAuthApp, _ call: Call) throws -> Reply {
         let key = try call.storeKey()
         try TenantGate.checkEnabled(app, key)
-        if try call.string("providerId") != nil {
-            throw AuthError(.notImplemented, "Sign-in with IDP is not yet supported.")
+        if let providerId = try call.string("providerId"), !providerId.isEmpty {
+            return try providerAuthUri(app, call, providerId: providerId)
         }
         guard let identifier = try call.string("identifier"), !identifier.isEmpty else { throw AuthError(.missingIdentifier) }
         guard let continueUri = try call.string("continueUri"), !continueUri.isEmpty else { throw AuthError(.missingContinueUri) }
@@ -154,6 +154,25 @@ enum CreateAuthUri {
     }
 
     /// `scheme://host…` with an RFC 3986 scheme and a non-empty host.
+    /// With a `providerId` (production: the identity provider's sign-in URL for a redirect flow): `authUri` is the
+    /// emulator's provider page for that provider, as the SDKs open it (`/emulator/auth/handler`), with the continue
+    /// URL as `redirectUrl` and the `sessionId`.
+    static func providerAuthUri(_ app: PhoneAuthApp, _ call: Call, providerId: String) throws(AuthError) -> Reply {
+        guard let continueUri = try call.string("continueUri"), !continueUri.isEmpty else { throw AuthError(.missingContinueUri) }
+        guard isAbsoluteURI(continueUri), continueUri.utf8.count <= 2048 else { throw AuthError(.invalidContinueUri) }
+        let provider = providerId.lowercased()
+        guard ProviderUserInfo.isValidProviderId(provider) else { throw AuthError(.invalidProviderId, "Provider Id is not supported.") }
+        var sessionId = try call.string("sessionId") ?? ""
+        if sessionId.isEmpty { sessionId = app.emulator.random.alphanumeric(27) }
+        let host = call.request.headers["host"].flatMap { h in h.isEmpty || Identifiers.containsControlCharacters(h) ? nil : h } ?? "127.0.0.1"
+        var query = [("apiKey", call.apiKey ?? "fake-api-key"), ("providerId", provider), ("authType", "signInViaRedirect"),
+                     ("redirectUrl", continueUri), ("sessionId", sessionId)]
+        if let t = try Identifiers.tenantID(try call.string("tenantId")) { query.append(("tid", t)) }
+        let authUri = "http://" + host + "/emulator/auth/handler?" + query.map { $0.0 + "=" + URLEncoding.percentEncode($0.1) }.joined(separator: "&")
+        return Reply(["kind": "identitytoolkit#CreateAuthUriResponse", "authUri": .string(authUri), "providerId": .string(provider),
+                      "sessionId": .string(sessionId)])
+    }
+
     static func isAbsoluteURI(_ s: String) -> Bool {
         guard !Identifiers.containsControlCharacters(s), let r = s.firstRange(of: "://") else { return false }
         let scheme = Array(s[..<r.lowerBound].utf8)

@@ -54,7 +54,6 @@ def test_returns_mfa_info(spec):
     assert f["phoneInfo"] == TEST_PHONE_NUMBER and f["unobfuscatedPhoneInfo"] == TEST_PHONE_NUMBER and f["enrolledAt"].endswith("Z")
 
 
-@pytest.mark.xfail(strict=True, reason="left: v3 downloadAccount / uploadAccount are not served yet (issue 27 item 4)")
 def test_lists_all_accounts_with_legacy_endpoint(spec):
     a, b = two_users(spec)
     r = spec.s.post(f"{spec.url}{V3}/downloadAccount", json={"targetProjectId": PROJECT_ID}, headers=OWNER)
@@ -70,7 +69,6 @@ def test_max_results_and_pages(spec):
     assert [u["localId"] for u in second["users"]] == ids[1:] and "nextPageToken" not in second
 
 
-@pytest.mark.xfail(strict=True, reason="left: v3 downloadAccount / uploadAccount are not served yet (issue 27 item 4)")
 def test_legacy_download_takes_the_page_token(spec):
     ids = sorted(u["localId"] for u in two_users(spec))
     first = batch_get(spec, maxResults=1).json()
@@ -103,7 +101,6 @@ def test_creates_accounts(spec):
     assert signed["localId"] == "bar" and decode(signed["idToken"])["hello"] == "world"
 
 
-@pytest.mark.xfail(strict=True, reason="left: v3 downloadAccount / uploadAccount are not served yet (issue 27 item 4)")
 def test_creates_accounts_with_legacy_endpoint(spec):
     r = spec.s.post(f"{spec.url}{V3}/uploadAccount", headers=OWNER, json={
         "users": [{"localId": "foo", "email": "foo@example.com", "rawPassword": "notasecret"}, {"localId": "bar", "phoneNumber": TEST_PHONE_NUMBER}],

@@ -97,8 +97,45 @@ final class AccountTests: XCTestCase {
         XCTAssertEqual(order("CREATED_AT"), ["c", "a", "b"])
         XCTAssertEqual(order("LAST_LOGIN_AT"), ["b", "a", "c"])
         XCTAssertEqual(order("USER_EMAIL"), ["b", "a", "c"])
-        XCTAssertEqual(order("NOT_AN_OPTION"), ["a", "b", "c"])
+        XCTAssertEqual(order("SORT_BY_FIELD_UNSPECIFIED"), ["a", "b", "c"])
         XCTAssertEqual(order("NAME", #","order":"DESC""#), ["b", "a", "c"])
+        // Production's enums: an unknown option is refused, not read as the default.
+        XCTAssertEqual(admin("accounts:query", #"{"sortBy":"NOT_AN_OPTION"}"#).0, 400)
+        XCTAssertEqual(admin("accounts:query", #"{"order":"SIDEWAYS"}"#).0, 400)
+    }
+
+    /// `accounts:query` as production answers it: `recordsCount` counts what is returned, or (`returnUserInfo:
+    /// false`) what matches; only the first expression is evaluated, all its fields must match; `limit` ≤ 500.
+    func testQueryCountsAndExpressions() throws {
+        let users = (0..<502).map { i in #"{"localId":"u\#(String(repeating: "0", count: 3 - String(i).count) + String(i))","email":"U\#(i)@x.test"\#(i == 7 ? #","phoneNumber":"+15550000007""# : "")}"# }
+        XCTAssertEqual(admin("accounts:batchCreate", #"{"users":[\#(users.prefix(500).joined(separator: ","))]}"#).0, 200)
+        XCTAssertEqual(admin("accounts:batchCreate", #"{"users":[\#(users.dropFirst(500).joined(separator: ","))]}"#).0, 200)
+        XCTAssertEqual(admin("accounts:query", #"{"returnUserInfo":false}"#).1, ["recordsCount": "502"])
+        XCTAssertEqual(admin("accounts:query", #"{"returnUserInfo":false,"limit":"3"}"#).1, ["recordsCount": "502"])
+        let all = admin("accounts:query", "{}").1
+        XCTAssertEqual(all["recordsCount"], "500")
+        XCTAssertEqual(all["userInfo"]?.arrayValue?.count, 500)
+        XCTAssertEqual(admin("accounts:query", #"{"limit":1000}"#).1["recordsCount"], "500")
+        let page = admin("accounts:query", #"{"limit":"2","offset":"10","order":"DESC"}"#).1
+        XCTAssertEqual(page["recordsCount"], "2")
+        XCTAssertEqual(page["userInfo"]?.arrayValue?.compactMap { $0["localId"]?.stringValue }, ["u491", "u490"])
+        func ids(_ expression: String) -> [String] {
+            admin("accounts:query", #"{"expression":\#(expression)}"#).1["userInfo"]?.arrayValue?.compactMap { $0["localId"]?.stringValue } ?? []
+        }
+        XCTAssertEqual(ids(#"[{"email":"u7@X.TEST"}]"#), ["u007"])
+        XCTAssertEqual(ids(#"[{"phoneNumber":"+1 555 000 0007"}]"#), ["u007"])
+        XCTAssertEqual(ids(#"[{"userId":"u007","email":"u8@x.test"}]"#), [])
+        XCTAssertEqual(ids(#"[{"userId":"u001"},{"userId":"u002"}]"#), ["u001"], "only the first expression")
+        XCTAssertEqual(admin("accounts:query", #"{"expression":[{"userId":"u001"}],"returnUserInfo":false}"#).1, ["recordsCount": "1"])
+        XCTAssertEqual(admin("accounts:query", #"{"expression":[7]}"#).0, 400)
+        XCTAssertEqual(admin("accounts:query", #"{"expression":[{"userId":7}]}"#).0, 400)
+        XCTAssertEqual(admin("accounts:query", #"{"limit":"-1"}"#).0, 400)
+        // projects.queryAccounts: the same at the project's path, a tenant by the body's tenantId.
+        var h = HTTPHeaders()
+        h.add("Authorization", "Bearer owner")
+        let resp = app.respond(to: HTTPRequest(method: "POST", target: "/identitytoolkit.googleapis.com/v1/projects/demo-phone:queryAccounts",
+                                               headers: h, body: Array(#"{"returnUserInfo":false}"#.utf8)), context: .detached)!
+        XCTAssertEqual(try JSONParser.parse(resp.body), ["recordsCount": "502"])
     }
 
     func testBatchCreateReportsPerUserErrors() {

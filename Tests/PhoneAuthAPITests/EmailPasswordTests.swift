@@ -219,6 +219,22 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(message(itk("createAuthUri", #"{"identifier":"x@example.com"}"#)), "MISSING_CONTINUE_URI")
         XCTAssertEqual(message(itk("createAuthUri", #"{"identifier":"x","continueUri":"http://localhost"}"#)), "INVALID_IDENTIFIER")
         XCTAssertEqual(message(itk("createAuthUri", #"{"identifier":"x@example.com","continueUri":"localhost"}"#)), "INVALID_CONTINUE_URI")
+        // An empty providerId is an absent one (proto3), not a provider flow.
+        XCTAssertEqual(message(itk("createAuthUri", #"{"identifier":"","continueUri":"","providerId":""}"#)), "MISSING_IDENTIFIER")
+    }
+
+    /// With a `providerId` (found by fuzzing the OpenAPI document: it answered 501): the provider page's URL, as
+    /// production answers the identity provider's, never a 5xx.
+    func testCreateAuthUriForAProvider() throws {
+        let r = call("POST", "/identitytoolkit.googleapis.com/v1/accounts:createAuthUri?key=k1",
+                     #"{"providerId":"Google.com","continueUri":"http://localhost/back?x=1","sessionId":"s9"}"#, headers: [("Host", "127.0.0.1:9099")])
+        XCTAssertEqual(r.0, 200)
+        XCTAssertEqual(r.1["providerId"], "google.com")
+        XCTAssertEqual(r.1["sessionId"], "s9")
+        XCTAssertEqual(r.1["authUri"], "http://127.0.0.1:9099/emulator/auth/handler?apiKey=k1&providerId=google.com&authType=signInViaRedirect&redirectUrl=http%3A%2F%2Flocalhost%2Fback%3Fx%3D1&sessionId=s9")
+        XCTAssertEqual(message(itk("createAuthUri", #"{"providerId":"google.com"}"#)), "MISSING_CONTINUE_URI")
+        XCTAssertEqual(message(itk("createAuthUri", #"{"providerId":"google.com","continueUri":"nope"}"#)), "INVALID_CONTINUE_URI")
+        XCTAssertEqual(itk("createAuthUri", #"{"providerId":"bad provider","continueUri":"http://localhost"}"#).0, 400)
     }
 
     // MARK: out-of-band codes

@@ -54,6 +54,8 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(postReads, [
             "POST /identitytoolkit.googleapis.com/v1/accounts:lookup",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:lookup",
+            "POST /identitytoolkit.googleapis.com/v1/projects/{project}:queryAccounts",
+            "POST /www.googleapis.com/identitytoolkit/v3/relyingparty/downloadAccount",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant?}]/accounts:query",
             "POST /identitytoolkit.googleapis.com/v1/projects/{project}[/tenants/{tenant}]:createSessionCookie",
             "POST /emulator/v1/projects/{project}:snapshot",
