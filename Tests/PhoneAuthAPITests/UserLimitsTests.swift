@@ -110,11 +110,12 @@ final class UserLimitsTests: XCTestCase {
         mkdir(dir + "/auth_export", 0o755)
         try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).serialized())
         makeApp()
-        let (imported, problems) = try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)
-        XCTAssertEqual(imported, 1)
-        XCTAssertEqual(problems.count, 4)
-        XCTAssertTrue(problems[0].contains("INVALID_DISPLAY_NAME"), problems[0])
-        XCTAssertEqual(userCount(), 1)
+        // The first bad record stops the import, named by index, byte offset and line.
+        XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)) { e in
+            let m = String(describing: e)
+            XCTAssertTrue(m.contains("accounts.json: record 1 (byte "), m)
+            XCTAssertTrue(m.contains("line 1): INVALID_DISPLAY_NAME"), m)
+        }
     }
 
     func testUsersPerProjectAndPerTenantAreCapped() throws {
