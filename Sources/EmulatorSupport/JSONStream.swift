@@ -270,6 +270,12 @@ public final class JSONRecordReader {
             if spill.count + (p - segment) > limit {
                 pos = p
                 line = ln
+                // A broken quote makes the rest of the file look like one string: the parser names where, if it can.
+                var prefix = spill
+                prefix.append(contentsOf: UnsafeBufferPointer(rebasing: buf[segment..<p]))
+                if case .failure(let e) = prefix.withUnsafeBufferPointer({ parse($0) }), e.offset < prefix.count {
+                    throw located(e, in: prefix, startOffset: startOffset, startLine: startLine, record: record, what: what)
+                }
                 throw JSONStreamError(message: "the \(what) is larger than \(limit) bytes", offset: startOffset, line: startLine, record: record)
             }
             if done { break }
@@ -294,13 +300,18 @@ public final class JSONRecordReader {
         switch parsed {
         case .success(let v): return (v, startOffset, startLine)
         case .failure(let e):
-            // Where in the file: the value's start plus the parser's offset, and the lines up to there.
             let bytes = spill.isEmpty ? Array(UnsafeBufferPointer(rebasing: buf[segment..<p])) : spill
-            let upTo = min(max(0, e.offset), bytes.count)
-            let lines = bytes[..<upTo].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
-            throw JSONStreamError(message: "invalid JSON in the \(what): \(e.message)", offset: startOffset + e.offset,
-                                  line: startLine + lines, record: record)
+            throw located(e, in: bytes, startOffset: startOffset, startLine: startLine, record: record, what: what)
         }
+    }
+
+    /// A parser error inside a value, placed in the file: the value's start plus the parser's offset, and the lines
+    /// up to there.
+    private func located(_ e: JSONParseError, in bytes: [UInt8], startOffset: Int, startLine: Int, record: Int?, what: String) -> JSONStreamError {
+        let upTo = min(max(0, e.offset), bytes.count)
+        let lines = bytes[..<upTo].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+        return JSONStreamError(message: "invalid JSON in the \(what): \(e.message)", offset: startOffset + e.offset,
+                               line: startLine + lines, record: record)
     }
 
     private func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<JSON, JSONParseError> {

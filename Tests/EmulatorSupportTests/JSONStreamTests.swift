@@ -147,6 +147,20 @@ final class JSONStreamTests: XCTestCase {
         }
     }
 
+    func testABrokenQuoteIsNamedWhereItBreaksNotAsAnOversizedRecord() {
+        // `"localId"` losing its opening quote turns the rest into one long string for the scanner.
+        var text = "{\"users\": [\n{\"localId\": \"a\"},\n{\n  !localId\": \"b\"}"
+        for i in 0..<2000 { text += ",\n{\"localId\": \"u\(i)\"}" }
+        text += "]}"
+        XCTAssertThrowsError(try read(Array(text.utf8), chunk: 4096, buffer: 4096, maxRecord: 1000)) { e in
+            let e = e as! JSONStreamError
+            XCTAssertEqual(e.record, 1)
+            XCTAssertEqual(e.line, 4)
+            XCTAssertEqual(e.offset, Array(text.utf8).firstIndex(of: UInt8(ascii: "!")))
+            XCTAssertTrue(e.message.hasPrefix("invalid JSON in the record: Expected a string key"), e.message)
+        }
+    }
+
     func testDepthIsLimitedPerRecord() {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         XCTAssertThrowsError(try read(Array("{\"users\": [\(deep)]}".utf8), chunk: 7)) { e in
