@@ -263,12 +263,25 @@ public enum ExportImport {
         var places: [(index: Int, offset: Int, line: Int)] = []
         batch.reserveCapacity(importBatch)
         places.reserveCapacity(importBatch)
+        // A localId seen before in the file: into an empty store (the usual start), the store itself knows (a user
+        // with that id already there came from this file); into one with users (replaced, as documented), a set.
+        let store = app.emulator.existingStore(key)
+        let startsEmpty = store?.read { $0.users.isEmpty } ?? false
+        if startsEmpty {
+            // About how many records the file holds (~280 bytes a record for phone, name and claims; more per record
+            // reserves less): the tables grow once instead of doubling their way there.
+            var st = stat()
+            if stat(path, &st) == 0 { app.emulator.reserveUsers(key, min(Int(st.st_size) / 300, app.emulator.maxUsersPerProject)) }
+        }
         var seen = Set<String>()
         var total = 0
         func at(_ p: (index: Int, offset: Int, line: Int)) -> String { "\(shown): record \(p.index) (byte \(p.offset), line \(p.line))" }
+        func twice(_ id: String, _ p: (index: Int, offset: Int, line: Int)) -> Failure {
+            Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
+        }
         func add(_ user: JSON, _ p: (index: Int, offset: Int, line: Int)) throws(Failure) {
-            if case .object(let o) = user, let id = BatchAccounts.stringField(o["localId"]), !seen.insert(id).inserted {
-                throw Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
+            if !startsEmpty, case .object(let o) = user, let id = BatchAccounts.stringField(o["localId"]), !seen.insert(id).inserted {
+                throw twice(id, p)
             }
             batch.append(user)
             places.append(p)
@@ -276,8 +289,18 @@ public enum ExportImport {
         }
         func flush() throws(Failure) {
             guard !batch.isEmpty else { return }
+            if startsEmpty, let store {
+                let again = store.read { s in
+                    batch.indices.first { i in BatchAccounts.stringField(batch[i]["localId"]).map { s.users[$0] != nil } ?? false }
+                }
+                if let i = again { throw twice(BatchAccounts.stringField(batch[i]["localId"]) ?? "", places[i]) }
+            }
             let errors: [(index: Int, message: String)]
             do { errors = try BatchAccounts.importUsers(app, key, batch, allowOverwrite: true) } catch {
+                if error.code == .duplicateLocalId, let id = error.detail {
+                    let same = batch.indices.filter { BatchAccounts.stringField(batch[$0]["localId"]) == id }
+                    if same.count > 1 { throw twice(id, places[same[1]]) }
+                }
                 throw Failure(description: "\(at(places[0])) or after: \(error.wire.message)")
             }
             if let e = errors.first { throw Failure(description: "\(at(places[e.index])): \(e.message)") }
