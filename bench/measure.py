@@ -136,7 +136,7 @@ class Server:
 def http(method, url, body=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         return r.status, r.read()
 
 
@@ -376,7 +376,57 @@ class EventReaders:
             self.bytes.append(int(out or 0) if (out or "").strip().isdigit() else 0)
 
 
-def scaling(d):
+def peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def import_export_points(n):
+    """`--import` of an n-user firebase-tools export (make_export.py: phone, display name, claims, ~280 bytes a
+    record) against Python's json.load of the same file (the ratio wants >= 1.0: we ingest at least as fast as a JSON
+    parse alone), the peak RSS of that import, and an on-demand export of those users."""
+    sys.path.insert(0, HERE)
+    import make_export
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
+        src = os.path.join(tmp, "export")
+        log(f"import/export: writing a {n}-user export …")
+        path = make_export.write_export(src, n)
+        size_mb = os.path.getsize(path) / 1e6
+        t = time.perf_counter()
+        with open(path) as f:
+            parsed = json.load(f)
+        json_s = time.perf_counter() - t
+        assert len(parsed["users"]) == n
+        del parsed
+        log(f"import/export: importing {size_mb:.0f} MB …")
+        t = time.perf_counter()
+        cap = str(max(n, 200_000))
+        srv = Server("--import", src, "--export-root", tmp, "--max-users", cap, "--max-users-total", cap)
+        import_s = time.perf_counter() - t
+        try:
+            peak = peak_rss_mb(srv.proc.pid)
+            rss = rss_mb(srv.proc.pid)
+            t = time.perf_counter()
+            _, body = http("POST", srv.url + "/emulator/v1/projects/demo-phone:export", {"path": os.path.join(tmp, "out")})
+            export_s = time.perf_counter() - t
+            assert json.loads(body)["users"] == n, body
+        finally:
+            srv.stop()
+    k = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
+    rows.append((f"import {k} users: json.load s / our s (>= 1.0)", json_s / import_s, None, None))
+    rows.append((f"import {k} users ({size_mb:.0f} MB) s", import_s, None, None))
+    rows.append((f"json.load of that file s", json_s, None, None))
+    rows.append((f"peak RSS importing {k} users MB", peak, None, None))
+    rows.append((f"RSS after importing {k} users MB", rss, None, None))
+    rows.append((f"export {k} users s", export_s, None, None))
+    return rows
+
+
+def scaling(d, import_users=1_000_000):
     """How cost grows with connections, pending sessions and users (bench/run --scaling)."""
     rows = []
     srv = Server()
@@ -415,6 +465,7 @@ def scaling(d):
         rows.append(("RSS with 100k users MB", rss_mb(srv.proc.pid), None, None))
     finally:
         srv.stop()
+    rows += import_export_points(import_users)
     print(f"\n{'scaling point':45} {'rate':>10} {'p99 ms':>8} {'CPU us/req':>10}")
     for name, rate, p99, cpu in rows:
         print(f"{name:45} {rate:10.1f} {(f'{p99:8.2f}' if p99 is not None else '       -')} {(f'{cpu:10.1f}' if cpu is not None else '         -')}")
@@ -484,7 +535,7 @@ def configure_blocking(srv, triggers, project="demo-phone"):
     req = urllib.request.Request(f"{srv.url}/identitytoolkit.googleapis.com/v2/projects/{project}/config?updateMask=blockingFunctions",
                                  data=json.dumps(body).encode(), method="PATCH",
                                  headers={"Content-Type": "application/json", "Authorization": "Bearer owner"})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         assert r.status == 200, r.read()
 
 
@@ -590,7 +641,9 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--sessions", type=int, default=1_000_000, help="pending sessions for the memory figure")
     ap.add_argument("--starts", type=int, default=20)
-    ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users)")
+    ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users, import/export)")
+    ap.add_argument("--import-users", type=int, default=1_000_000, help="users in the import/export points of --scaling")
+    ap.add_argument("--import-only", action="store_true", help="only the import/export points (with --import-users)")
     ap.add_argument("--inbox", action="store_true", help="only the send rates: fictional vs non-fictional (inbox path)")
     ap.add_argument("--defenses", action="store_true",
                     help="only the defense points (fictional send and flow with every phone defense configured vs without)")
@@ -618,8 +671,13 @@ def main():
     if a.defenses:
         defense_rates(d, c)
         return
+    if a.import_only:
+        rows = import_export_points(a.import_users)
+        for name, rate, _, _ in rows:
+            print(f"{name:45} {rate:10.2f}")
+        return
     if a.scaling:
-        points = scaling(d)
+        points = scaling(d, a.import_users)
         out = os.path.join(HERE, "results", "scaling-" + time.strftime("%Y%m%dT%H%M%S") + ".json")
         with open(out, "w") as f:
             json.dump({"machine": {"cpus": CPUS}, "points": points}, f, indent=2)
@@ -695,7 +753,7 @@ def main():
                                      data=json.dumps({"email": "bench-mfa@example.com", "password": "secret1", "emailVerified": True,
                                                       "mfaInfo": [{"phoneInfo": "+16505554567", "displayName": "bench"}]}).encode(),
                                      headers={"Content-Type": "application/json", "Authorization": "Bearer owner"})
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=120) as r:
             assert r.status == 200, r.read()
         # This VM drifts (±20 % within minutes): the signing limit is measured again right before and after the MFA
         # flow, and the flow is compared with the mean of those two.

@@ -55,19 +55,73 @@ public enum Files {
     /// `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted file or symlink is never opened, let alone followed), fsync, then
     /// `renameat` over `name` (which replaces a symlink there rather than writing through it).
     public static func writeAtomically(in dirFD: Int32, name: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(IOError) {
-        guard isPlainName(name) else { throw IOError(path: name, errnoCode: EINVAL) }
-        var tmp = ""
-        var fd: Int32 = -1
-        for _ in 0..<16 {
-            tmp = ".\(name).tmp-\(randomSuffix())"
-            fd = openat(dirFD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-            if fd >= 0 || errno != EEXIST { break }
+        let w = try AtomicFileWriter(in: dirFD, name: name, mode: mode)
+        try w.write(bytes)
+        try w.commit()
+    }
+
+    /// A file written a chunk at a time, atomically (exports of any size without holding them in memory): a
+    /// temporary file with a random name created with `O_CREAT|O_EXCL|O_NOFOLLOW` in `dirFD`, then on `commit()`
+    /// fsync, `renameat` over `name` and fsync of the directory. Released without `commit()`, the temporary file is
+    /// removed and `name` is untouched.
+    public final class AtomicFileWriter {
+        public let name: String
+        private let dirFD: Int32
+        private let tmp: String
+        private var fd: Int32
+        private var committed = false
+
+        public init(in dirFD: Int32, name: String, mode: mode_t = 0o644) throws(IOError) {
+            guard Files.isPlainName(name) else { throw IOError(path: name, errnoCode: EINVAL) }
+            var tmp = ""
+            var fd: Int32 = -1
+            for _ in 0..<16 {
+                tmp = ".\(name).tmp-\(Files.randomSuffix())"
+                fd = openat(dirFD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+                if fd >= 0 || errno != EEXIST { break }
+            }
+            guard fd >= 0 else { throw IOError(path: tmp, errnoCode: errno) }
+            self.name = name
+            self.dirFD = dirFD
+            self.tmp = tmp
+            self.fd = fd
         }
-        guard fd >= 0 else { throw IOError(path: tmp, errnoCode: errno) }
-        if let e = writeAllAndSync(fd, bytes) { close(fd); unlinkat(dirFD, tmp, 0); throw IOError(path: tmp, errnoCode: e) }
-        close(fd)
-        if renameat(dirFD, tmp, dirFD, name) != 0 { let e = errno; unlinkat(dirFD, tmp, 0); throw IOError(path: name, errnoCode: e) }
-        _ = fsync(dirFD)
+
+        deinit {
+            guard !committed else { return }
+            if fd >= 0 { close(fd) }
+            unlinkat(dirFD, tmp, 0)
+        }
+
+        /// Writes every byte (retrying `EINTR` and short writes).
+        public func write(_ bytes: UnsafeRawBufferPointer) throws(IOError) {
+            var off = 0
+            while off < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + off, bytes.count - off)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw IOError(path: tmp, errnoCode: errno)
+                }
+                off += n
+            }
+        }
+
+        public func write(_ bytes: [UInt8]) throws(IOError) {
+            let e: Int32? = bytes.withUnsafeBytes { b in
+                do throws(IOError) { try write(b); return nil } catch { return error.errnoCode }
+            }
+            if let e { throw IOError(path: tmp, errnoCode: e) }
+        }
+
+        /// fsync, rename over `name`, fsync the directory.
+        public func commit() throws(IOError) {
+            guard fsync(fd) == 0 else { throw IOError(path: tmp, errnoCode: errno) }
+            close(fd)
+            fd = -1
+            if renameat(dirFD, tmp, dirFD, name) != 0 { throw IOError(path: name, errnoCode: errno) }
+            committed = true
+            _ = fsync(dirFD)
+        }
     }
 
     /// Opens a directory for `openat`-relative work (following symlinks: for paths the operator chose).

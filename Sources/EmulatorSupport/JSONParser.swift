@@ -22,19 +22,23 @@ public struct JSONParser {
     public static func parse(_ data: [UInt8], maxDepth: Int = defaultMaxDepth,
                              maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
         do {
-            return try data.withUnsafeBufferPointer { buf in
-                var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
-                p.skipWhitespace()
-                let v = try p.parseValue(depth: 0)
-                p.skipWhitespace()
-                guard p.i == buf.count else { throw p.fail("Unexpected trailing data") }
-                return v
-            }
+            return try data.withUnsafeBufferPointer { buf in try parse(buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys) }
         } catch let e as JSONParseError {
             throw e
         } catch {
             throw JSONParseError(message: "Invalid JSON", offset: 0)
         }
+    }
+
+    /// Parses bytes in place (the stream reader's records, JSONStream.swift, without copying them out of its buffer).
+    public static func parse(_ buf: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
+                             maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
+        var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
+        p.skipWhitespace()
+        let v = try p.parseValue(depth: 0)
+        p.skipWhitespace()
+        guard p.i == buf.count else { throw p.fail("Unexpected trailing data") }
+        return v
     }
 
     public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth,

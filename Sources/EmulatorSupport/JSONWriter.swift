@@ -52,6 +52,12 @@ extension JSON {
         return out
     }
 
+    /// Appends the two-space-indented form as it appears `level` levels deep in a pretty document (no newline
+    /// after it): for streaming one array element at a time into a file.
+    public func prettySerialized(into out: inout [UInt8], level: Int) {
+        JSONWriter.write(self, into: &out, indent: 2, level: level)
+    }
+
     public var serializedString: String { String(decoding: serialized(), as: UTF8.self) }
     public var prettyString: String { String(decoding: prettySerialized(), as: UTF8.self) }
 

@@ -48,12 +48,12 @@ public enum ExportImport {
         try write(dirFD, "firebase-export-metadata.json", ["version": .string(version), "auth": ["version": .string(version), "path": "auth_export"]])
         let root = StoreKey(projectId: projectId)
         var total = 0
-        func accounts(_ key: StoreKey) -> JSON {
-            let users = app.emulator.existingStore(key)?.read { s in s.users.keys.sorted().compactMap { s.users[$0] } } ?? []
-            total += users.count
-            return ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users.map { exportRecord(app, $0) })]
+        func accounts(_ key: StoreKey, _ name: String) throws(Failure) {
+            do { total += try writeAccounts(app, key, into: authFD, name: name) } catch {
+                throw Failure(description: "cannot write \(Files.printable(dir))/auth_export/\(name): \(error)")
+            }
         }
-        try write(authFD, "accounts.json", accounts(root))
+        try accounts(root, "accounts.json")
         var written = 0
         for t in app.emulator.tenants(of: projectId) {
             // Tenant ids are validated before a tenant can exist; a file name is still only ever built from a valid one.
@@ -61,13 +61,42 @@ public enum ExportImport {
                 app.logger.warning("export: skipped a tenant with an invalid id", [("tenant", Identifiers.printable(t, limit: 64))])
                 continue
             }
-            try write(authFD, "accounts-\(t).json", accounts(StoreKey(projectId: projectId, tenantId: t)))
+            try accounts(StoreKey(projectId: projectId, tenantId: t), "accounts-\(t).json")
             written += 1
         }
         // config.json: what the official emulator reads (signIn.allowDuplicateEmails, emailPrivacyConfig) plus ours.
         try write(authFD, "config.json", app.emulator.config(root).toJSON())
         return (total, written)
     }
+
+    /// Streams the store's users, sorted by uid, into `name` (`{"kind": …, "users": [...]}`, laid out as
+    /// `prettySerialized` would): one user rendered at a time into a buffer written out each MiB, so memory does not
+    /// grow with the file; atomically (`Files.AtomicFileWriter`). The users are those of one moment: the store's table
+    /// is taken by reference under its lock (a writer meanwhile copies it, the export does not).
+    static func writeAccounts(_ app: PhoneAuthApp, _ key: StoreKey, into dirFD: Int32, name: String) throws(Files.IOError) -> Int {
+        let users = app.emulator.existingStore(key)?.read { $0.users } ?? [:]
+        let ids = users.keys.sorted()
+        let file = try Files.AtomicFileWriter(in: dirFD, name: name)
+        var out: [UInt8] = []
+        out.reserveCapacity(flushBytes + 64 << 10)
+        out.append(contentsOf: "{\n  \"kind\": \"identitytoolkit#DownloadAccountResponse\",\n  \"users\": [".utf8)
+        for (n, id) in ids.enumerated() {
+            guard let u = users[id] else { continue }
+            out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
+            exportRecord(app, u).prettySerialized(into: &out, level: 2)
+            if out.count >= flushBytes {
+                try file.write(out)
+                out.removeAll(keepingCapacity: true)
+            }
+        }
+        out.append(contentsOf: ids.isEmpty ? "]\n}\n".utf8 : "\n  ]\n}\n".utf8)
+        try file.write(out)
+        try file.commit()
+        return ids.count
+    }
+
+    /// Export buffers are written out past this size.
+    static let flushBytes = 1 << 20
 
     /// A user as `accounts.json` holds it: the admin wire form, with TOTP factors' secrets (`MFAEnrollment.exportJSON`:
     /// no lookup shows them, an import needs them).
@@ -135,10 +164,32 @@ public enum ExportImport {
     /// …and create at most this many of them (then `auth_export` inside): `exports/run-1` works, `d/d/d/…` does not.
     static let maxCreatedDirectories = 2
 
-    /// Reads an export written by firebase-tools (or by us) into the project. Users keep their localId, phone,
-    /// claims, disabled flag and timestamps; existing users with the same localId are replaced.
+    /// What an import brought: users, the tenants their files named, and the part of `config.json` it applied.
+    public struct Imported: Sendable {
+        public var users = 0
+        public var tenants: [String] = []
+        public var configPatch: JSONObject?
+    }
+
+    /// Reads an export into the project: a directory written by firebase-tools (or by us) — `accounts.json`,
+    /// `accounts-<tenant>.json`, `config.json` — or one file of production's `firebase auth:export` (`.json`:
+    /// `{"users": [...]}`, `.csv`). Users keep their localId, phone, claims, disabled flag and timestamps; existing
+    /// users with the same localId are replaced. The accounts files are streamed (`JSONRecordReader`,
+    /// `CSVRowReader`): memory holds the users kept, not the file. The first bad record stops the import with its file,
+    /// index, byte offset and line; what was imported before it stays in this emulator, so a caller that must not
+    /// keep half an import imports into a scratch emulator first (PhoneAuthServer does with `--data-dir`).
     @discardableResult
-    public static func importDirectory(_ app: PhoneAuthApp, projectId: String, from dir: String) throws(Failure) -> (users: Int, problems: [String]) {
+    public static func importDirectory(_ app: PhoneAuthApp, projectId: String, from dir: String) throws(Failure) -> Imported {
+        let root = StoreKey(projectId: projectId)
+        if isRegularFile(dir) {
+            let format: AccountsFormat
+            if dir.lowercased().hasSuffix(".csv") { format = .csv } else if dir.lowercased().hasSuffix(".json") { format = .json } else {
+                throw Failure(description: "\(Files.printable(dir)): a file to import must be a firebase auth:export file ending in .json or .csv")
+            }
+            var result = Imported()
+            result.users = try importAccounts(app, root, path: dir, format: format)
+            return result
+        }
         var authPath = "auth_export"
         if Files.exists(dir + "/firebase-export-metadata.json") {
             let meta = try readJSON(dir + "/firebase-export-metadata.json")
@@ -155,6 +206,7 @@ public enum ExportImport {
         let authDir = dir + "/" + authPath
         guard isDirectory(authDir) else { throw Failure(description: "\(authDir) does not exist or is not a directory") }
 
+        var result = Imported()
         if Files.exists(authDir + "/config.json") {
             let json = try readJSON(authDir + "/config.json")
             guard case .object(let o) = json else { throw Failure(description: "\(authDir)/config.json must hold a JSON object") }
@@ -166,9 +218,10 @@ public enum ExportImport {
             // The official emulator exports its `blockingFunctions` here too (its /emulator/v1 config).
             if let b = o["blockingFunctions"], b != .null { ours["blockingFunctions"] = b }
             if !ours.isEmpty {
-                do { _ = try app.emulator.patchConfig(StoreKey(projectId: projectId), .object(ours)) } catch {
+                do { _ = try app.emulator.patchConfig(root, .object(ours)) } catch {
                     throw Failure(description: "\(authDir)/config.json: \(error.description)")
                 }
+                result.configPatch = ours
             }
         }
         var names: [String] = []
@@ -178,32 +231,149 @@ public enum ExportImport {
             if name.hasPrefix("accounts"), name.hasSuffix(".json") { names.append(name) }
         }
         closedir(d)
-        var imported = 0
-        var problems: [String] = []
         for name in names.sorted() {
             var tenant = String(name.dropFirst("accounts".count).dropLast(".json".count))
             if tenant.hasPrefix("-") { tenant.removeFirst() }
             guard tenant.isEmpty || Identifiers.isValidTenantID(tenant) else {
                 throw Failure(description: "\(authDir)/\(Files.printable(name)): invalid tenant id (letters, digits, '-' and '_')")
             }
-            let json = try readJSON(authDir + "/" + name)
-            guard case .object(let o) = json else { throw Failure(description: "\(authDir)/\(name) must hold a JSON object") }
-            guard let users = o["users"]?.arrayValue ?? (o["users"] == nil ? [] : nil) else {
-                throw Failure(description: "\(authDir)/\(name): \"users\" must be an array")
-            }
             let key = StoreKey(projectId: projectId, tenantId: tenant)
             if !tenant.isEmpty {
                 do { try app.emulator.admit(key, create: true, explicit: true) } catch { throw Failure(description: "\(authDir)/\(name): \(error.wire.message)") }
+                result.tenants.append(tenant)
             }
-            do {
-                let errors = try BatchAccounts.importUsers(app, key, users, allowOverwrite: true)
-                imported += users.count - errors.count
-                problems += errors.map { "\(name) user \($0.index): \($0.message)" }
-            } catch {
-                throw Failure(description: "\(authDir)/\(name): \(error.wire.message)")
+            result.users += try importAccounts(app, key, path: authDir + "/" + name, format: .json)
+        }
+        return result
+    }
+
+    public enum AccountsFormat: Sendable { case json, csv }
+
+    /// Records go to the store in batches of this many (each one transaction through batchCreate's checks).
+    static let importBatch = 1000
+
+    /// Streams one accounts file into `key`: each record through batchCreate's checks (`BatchAccounts.importUsers`,
+    /// the user field table), `importBatch` at a time. The first bad record — not JSON, not a user, a problem with a
+    /// field, a localId seen before in the file — throws, naming the file, the record's index, byte offset and line.
+    static func importAccounts(_ app: PhoneAuthApp, _ key: StoreKey, path: String, format: AccountsFormat) throws(Failure) -> Int {
+        let shown = Files.printable(path)
+        let source: FileByteSource
+        do { source = try FileByteSource(path: path) } catch { throw Failure(description: "cannot read \(error)") }
+        var batch: [JSON] = []
+        var places: [(index: Int, offset: Int, line: Int)] = []
+        batch.reserveCapacity(importBatch)
+        places.reserveCapacity(importBatch)
+        // A localId seen before in the file: into an empty store (the usual start), the store itself knows (a user
+        // with that id already there came from this file); into one with users (replaced, as documented), a set.
+        let store = app.emulator.existingStore(key)
+        let startsEmpty = store?.read { $0.users.isEmpty } ?? false
+        if startsEmpty {
+            // About how many records the file holds (~280 bytes a record for phone, name and claims; more per record
+            // reserves less): the tables grow once instead of doubling their way there.
+            var st = stat()
+            if stat(path, &st) == 0 { app.emulator.reserveUsers(key, min(Int(st.st_size) / 300, app.emulator.maxUsersPerProject)) }
+        }
+        var seen = Set<String>()
+        var total = 0
+        func at(_ p: (index: Int, offset: Int, line: Int)) -> String { "\(shown): record \(p.index) (byte \(p.offset), line \(p.line))" }
+        func twice(_ id: String, _ p: (index: Int, offset: Int, line: Int)) -> Failure {
+            Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
+        }
+        func add(_ user: JSON, _ p: (index: Int, offset: Int, line: Int)) throws(Failure) {
+            if !startsEmpty, case .object(let o) = user, let id = BatchAccounts.stringField(o["localId"]), !seen.insert(id).inserted {
+                throw twice(id, p)
+            }
+            batch.append(user)
+            places.append(p)
+            if batch.count == importBatch { try flush() }
+        }
+        func flush() throws(Failure) {
+            guard !batch.isEmpty else { return }
+            if startsEmpty, let store {
+                let again = store.read { s in
+                    batch.indices.first { i in BatchAccounts.stringField(batch[i]["localId"]).map { s.users[$0] != nil } ?? false }
+                }
+                if let i = again { throw twice(BatchAccounts.stringField(batch[i]["localId"]) ?? "", places[i]) }
+            }
+            let errors: [(index: Int, message: String)]
+            do { errors = try BatchAccounts.importUsers(app, key, batch, allowOverwrite: true) } catch {
+                if error.code == .duplicateLocalId, let id = error.detail {
+                    let same = batch.indices.filter { BatchAccounts.stringField(batch[$0]["localId"]) == id }
+                    if same.count > 1 { throw twice(id, places[same[1]]) }
+                }
+                throw Failure(description: "\(at(places[0])) or after: \(error.wire.message)")
+            }
+            if let e = errors.first { throw Failure(description: "\(at(places[e.index])): \(e.message)") }
+            total += batch.count
+            batch.removeAll(keepingCapacity: true)
+            places.removeAll(keepingCapacity: true)
+        }
+        switch format {
+        case .json:
+            let reader = JSONRecordReader(source)
+            while true {
+                let record: JSONRecordReader.Record?
+                do { record = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
+                guard let r = record else { break }
+                try add(productionRecord(r.value), (r.index, r.offset, r.line))
+            }
+        case .csv:
+            let reader = CSVRowReader(source)
+            while true {
+                let row: CSVRowReader.Row?
+                do { row = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
+                guard let r = row else { break }
+                guard r.fields.count >= 28 else {
+                    throw Failure(description: "\(at((r.index, r.offset, r.line))): \(r.fields.count) columns, expected firebase auth:export's 28")
+                }
+                try add(csvUser(r.fields), (r.index, r.offset, r.line))
             }
         }
-        return (imported, problems)
+        try flush()
+        return total
+    }
+
+    /// Production's `firebase auth:export` JSON names the last sign-in `lastSignedInAt`; ours and batchCreate's say
+    /// `lastLoginAt`.
+    static func productionRecord(_ v: JSON) -> JSON {
+        guard case .object(var o) = v, o["lastLoginAt"] == nil, let t = o["lastSignedInAt"] else { return v }
+        o["lastLoginAt"] = t
+        o["lastSignedInAt"] = nil
+        return .object(o)
+    }
+
+    /// `firebase auth:export --format=csv`'s columns (firebase-tools' accountExporter): uid, email, emailVerified,
+    /// passwordHash, salt, displayName, photoUrl, then rawId/email/displayName/photoUrl of google.com, facebook.com,
+    /// twitter.com and github.com, then createdAt, lastSignedInAt, phoneNumber, disabled, customAttributes.
+    static let csvProviders = ["google.com", "facebook.com", "twitter.com", "github.com"]
+
+    static func csvUser(_ f: [String]) -> JSON {
+        func at(_ i: Int) -> JSON? { i < f.count && !f[i].isEmpty ? .string(f[i]) : nil }
+        var o = JSONObject()
+        o["localId"] = at(0)
+        o["email"] = at(1)
+        if f[2] == "true" { o["emailVerified"] = .bool(true) }
+        o["passwordHash"] = at(3)
+        o["salt"] = at(4)
+        o["displayName"] = at(5)
+        o["photoUrl"] = at(6)
+        var providers: [JSON] = []
+        for (n, id) in csvProviders.enumerated() {
+            let i = 7 + 4 * n
+            guard let raw = at(i) else { continue }
+            var p: JSONObject = ["providerId": .string(id), "rawId": raw]
+            p["email"] = at(i + 1)
+            p["displayName"] = at(i + 2)
+            p["photoUrl"] = at(i + 3)
+            providers.append(.object(p))
+        }
+        if !providers.isEmpty { o["providerUserInfo"] = .array(providers) }
+        o["createdAt"] = at(23)
+        o["lastLoginAt"] = at(24)
+        o["phoneNumber"] = at(25)
+        if f[26] == "true" { o["disabled"] = .bool(true) }
+        o["customAttributes"] = at(27)
+        return .object(o)
     }
 
     // MARK: files
@@ -212,6 +382,11 @@ public enum ExportImport {
         let bytes: [UInt8]
         do { bytes = try Files.read(path) } catch { throw Failure(description: "cannot read \(path): \(error)") }
         do { return try JSONParser.parse(bytes, maxDepth: 64) } catch { throw Failure(description: "\(path) is not valid JSON: \(error)") }
+    }
+
+    static func isRegularFile(_ path: String) -> Bool {
+        var st = stat()
+        return !Files.hasNUL(path) && stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
     static func isDirectory(_ path: String) -> Bool {

@@ -203,7 +203,7 @@ extension ServerSettings {
                      },
                      help: "normal: survives kill -9; full: also power loss", default: "`normal`"),
         ServerOption("import", "DIR", env: "PHONE_AUTH_EMULATOR_IMPORT", .one { s, v in s.importDir = v },
-                     help: "load a firebase-tools export (firebase-export-metadata.json, auth_export/) at start"),
+                     help: "load a firebase-tools export (firebase-export-metadata.json, auth_export/), or one firebase auth:export .json/.csv file, at start (streamed; a bad record fails the start, nothing half-imported)"),
         ServerOption("export-on-exit", "DIR", env: "PHONE_AUTH_EMULATOR_EXPORT_ON_EXIT", .one { s, v in s.exportOnExit = v },
                      help: "write a firebase-tools export on SIGINT/SIGTERM"),
         ServerOption("export-root", "DIR", env: "PHONE_AUTH_EMULATOR_EXPORT_ROOT", config: "exportRoot",

@@ -297,6 +297,69 @@ extension Emulator {
         }
     }
 
+    /// Writes the users of `other` — an emulator without a journal that a whole import was read and checked in — into
+    /// this one's stores (`--import` with `--data-dir`, over the state of earlier runs). All or nothing: every store is
+    /// checked first (a phone number, email or federated identity held here by a user the import does not replace
+    /// refuses the whole import, naming both uids), then each store's users are written in one transaction (a user
+    /// with the same uid is replaced, its refresh tokens revoked). Tenants are created as the import's. Returns how
+    /// many users were written.
+    public func absorbUsers(from other: Emulator) throws(AuthError) -> Int {
+        let states = try other.storeStates()
+        // The project before its tenants.
+        let keys = states.keys.sorted { ($0.tenantId ?? "", $0.projectId) < ($1.tenantId ?? "", $1.projectId) }
+        var added = 0
+        for key in keys {
+            guard let incoming = states[key], !incoming.users.isEmpty else { continue }
+            let (problem, have, new) = existingStore(key)?.read { live in
+                (Self.importConflict(live, incoming.users), live.users.count, incoming.users.keys.reduce(0) { $0 + (live.users[$1] == nil ? 1 : 0) })
+            } ?? (nil, 0, incoming.users.count)
+            if let problem { throw AuthError(.invalidArgument, key.tenantId.map { "tenant \($0): " + problem } ?? problem) }
+            if have + new > maxUsersPerProject {
+                throw AuthError(.quotaExceeded, "Too many users: the import and the data directory hold \(have + new) users in one project or tenant, more than \(maxUsersPerProject) (--max-users).")
+            }
+            added += new
+        }
+        if budgets.users.count + added > budgets.users.limit {
+            throw AuthError(.quotaExceeded, "Too many users: the import and the data directory hold \(budgets.users.count + added) users, more than \(budgets.users.limit) (--max-users-total).")
+        }
+        var written = 0
+        for key in keys {
+            guard let incoming = states[key] else { continue }
+            if key.tenantId != nil { try admit(key, create: true, explicit: true) }
+            guard !incoming.users.isEmpty else { continue }
+            try transaction(key) { tx throws(AuthError) in
+                for (id, user) in incoming.users {
+                    if tx.store.users[id] != nil { _ = tx.deleteUser(id) }
+                    _ = tx.save(user)
+                }
+            }
+            written += incoming.users.count
+        }
+        return written
+    }
+
+    /// The first identity of `incoming` (a whole import's users of one store) that `live` gives a user the import
+    /// does not replace: phone number, email (one account per email) or federated identity.
+    static func importConflict(_ live: AuthStore, _ incoming: [String: UserRecord]) -> String? {
+        func taken(_ owner: String?, _ id: String) -> Bool {
+            guard let owner, owner != id else { return false }
+            return incoming[owner] == nil
+        }
+        let oneAccountPerEmail = !live.config.allowDuplicateEmails
+        for (id, u) in incoming {
+            if let p = u.phoneNumber, taken(live.phoneIndex[p], id) {
+                return "user \(id)'s phone number belongs to user \(live.phoneIndex[p] ?? "") of the data directory"
+            }
+            if oneAccountPerEmail, let e = u.email?.lowercased(), taken(live.emailIndex[e], id) {
+                return "user \(id)'s email belongs to user \(live.emailIndex[e] ?? "") of the data directory"
+            }
+            for p in u.providerUserInfo where taken(live.federatedIndex[p.indexKey], id) {
+                return "user \(id)'s \(p.providerId) identity belongs to user \(live.federatedIndex[p.indexKey] ?? "") of the data directory"
+            }
+        }
+        return nil
+    }
+
     /// Applies `c` onto `user` through the user field table (each field's checks, then the values, then the password).
     func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
         try userFields.apply(c, to: &user, in: s, now: now)

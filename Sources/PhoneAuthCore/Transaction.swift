@@ -838,6 +838,17 @@ extension StoreState {
 // MARK: restoring (writes durable fields, so it lives with the type that declares them)
 
 extension Emulator {
+    /// Room for `n` more users (and their phone numbers) in the store's tables, when it holds none yet: an import
+    /// that knows about how many it brings grows them once instead of doubling its way there. Changes no state.
+    public func reserveUsers(_ key: StoreKey, _ n: Int) {
+        guard n > 0, let box = existingStore(key) else { return }
+        box.state.withLock { g in
+            guard g.store.users.isEmpty else { return }
+            g.store.users.reserveCapacity(n)
+            g.store.phoneIndex.reserveCapacity(n)
+        }
+    }
+
     /// Loads stores and refresh tokens from a journal's snapshot (at start, before serving).
     /// A late SMS still on its way when the journal was written arrives at its time after the restart too (its
     /// `code.sent` event and the inbox long-polls then); one due while the server was down is in the inbox already.

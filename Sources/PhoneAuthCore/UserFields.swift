@@ -422,8 +422,17 @@ extension UserFieldTable {
     /// is present, checked; the first problem is the user's message.
     public func importChanges(_ item: JSONObject, input: UserFieldInput) -> Result<UserChanges, UserFieldError> {
         var c = UserChanges()
-        for f in fields where f.access.contains(.importing) {
-            guard let v = item[f.name] else { continue }
+        // The record's own keys (a handful), found by name, then taken in the table's order: a record costs what it
+        // holds, not the whole table (an import of a million users runs this a million times).
+        var present: [Int] = []
+        present.reserveCapacity(item.count)
+        for (k, _) in item { if let i = byName[k] { present.append(i) } }
+        present.sort()
+        var last = -1
+        for i in present where i != last {
+            last = i
+            let f = fields[i]
+            guard f.access.contains(.importing), let v = item[f.name] else { continue }
             switch f.fromImport(v, item, input) {
             case .success(let change?): c[field: f.name] = change
             case .success(nil): break
@@ -442,8 +451,15 @@ extension UserFieldTable {
                 throw AuthError(.invalidPasswordHash, "passwordHash must be at most \(UserFieldLimits.passwordHash) characters (got \(n)).")
             }
         }
+        // The changed fields only, in the table's order.
+        var changed: [Int] = []
+        changed.reserveCapacity(changes.fields.count)
+        for name in changes.fields.keys { if let i = byName[name] { changed.append(i) } }
+        changed.sort()
         var admitted: [(UserField, FieldChange<JSON>)] = []
-        for f in fields {
+        admitted.reserveCapacity(changed.count)
+        for i in changed {
+            let f = fields[i]
             let c = changes[field: f.name]
             guard c != .unchanged else { continue }
             admitted.append((f, try f.admit(c, user, store)))

@@ -136,15 +136,8 @@ public enum PhoneAuthServer {
             }
         }
         if let dir = settings.importDir {
-            do {
-                let (users, problems) = try ExportImport.importDirectory(app, projectId: settings.projectId, from: dir)
-                for p in problems { logger.warning("import: \(p)") }
-                logger.info("imported \(users) users", [("from", dir)])
-            } catch {
-                throw StartError("cannot import \(dir): \(error.description)")
-            }
+            try importAtStart(dir, settings, app: app, emulator: emulator, tokens: tokens, clock: clock, dataDir: dataDir)
         }
-        try recordStartingState(settings, emulator: emulator, tokens: tokens, clock: clock, dataDir: dataDir)
         var policy = ConnectionPolicy()
         policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
         policy.renderError = PhoneAuthApp.renderHTTPError
@@ -172,23 +165,44 @@ public enum PhoneAuthServer {
                              app: app, tokens: tokens, dataDir: dataDir)
     }
 
-    /// The state `:reset` returns to (PhoneAuthCore/Snapshots.swift): the config file and flags, plus `--import`. Without
-    /// an import that is every project's initial config (nothing to record). With a data directory, whose state from
-    /// earlier runs is not part of it, the import runs once more into a scratch emulator without a journal, whose state
-    /// is recorded; else the emulator's state now is exactly it.
-    private static func recordStartingState(_ settings: ServerSettings, emulator: Emulator, tokens: TokenService, clock: EmulatorClock,
-                                            dataDir: DataDirectory?) throws(StartError) {
-        guard let dir = settings.importDir else { return }
+    /// `--import`, and the state `:reset` returns to (PhoneAuthCore/Snapshots.swift): the config file and flags plus
+    /// the import. All or nothing: without a data directory the import goes straight into the emulator (a bad record
+    /// fails the start, and nothing outlives the process); with one, whose state from earlier runs is not part of the
+    /// starting state, the whole import is first read and checked in a scratch emulator without a journal — a bad
+    /// record fails the start with the data directory untouched — then its users are written over the data
+    /// directory's (`Emulator.absorbUsers`: checked against them first, one transaction per store) and its state
+    /// becomes the baseline.
+    private static func importAtStart(_ dir: String, _ settings: ServerSettings, app: PhoneAuthApp, emulator: Emulator,
+                                      tokens: TokenService, clock: EmulatorClock, dataDir: DataDirectory?) throws(StartError) {
+        let logger = app.logger
+        guard dataDir != nil else {
+            do {
+                let imported = try ExportImport.importDirectory(app, projectId: settings.projectId, from: dir)
+                logger.info("imported \(imported.users) users", [("from", dir)])
+            } catch {
+                throw StartError("cannot import \(dir): \(error.description)")
+            }
+            do { try emulator.captureBaseline() } catch { throw StartError("cannot record the starting state of \(dir): \(error)") }
+            return
+        }
+        let quiet = Logger(label: "starting-state", level: .critical)
+        let scratch = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, logger: quiet,
+                               maxProjects: settings.maxProjects, maxUsersPerProject: settings.maxUsers, maxSessions: settings.maxSessions,
+                               maxUsersTotal: settings.maxUsersTotal)
+        let imported: ExportImport.Imported
         do {
-            guard dataDir != nil else { return try emulator.captureBaseline() }
-            let quiet = Logger(label: "starting-state", level: .critical)
-            let scratch = Emulator(defaultProjectId: settings.projectId, projectConfigs: settings.projects, clock: clock, logger: quiet,
-                                   maxProjects: settings.maxProjects, maxUsersPerProject: settings.maxUsers, maxSessions: settings.maxSessions)
-            _ = try ExportImport.importDirectory(PhoneAuthApp(emulator: scratch, tokens: tokens, signingPool: nil, logger: quiet),
-                                                 projectId: settings.projectId, from: dir)
-            try emulator.adoptBaseline(from: scratch)
+            imported = try ExportImport.importDirectory(PhoneAuthApp(emulator: scratch, tokens: tokens, signingPool: nil, logger: quiet),
+                                                        projectId: settings.projectId, from: dir)
         } catch {
-            throw StartError("cannot record the starting state of \(dir): \(error)")
+            throw StartError("cannot import \(dir) (the data directory is unchanged): \(error.description)")
+        }
+        do {
+            let users = try emulator.absorbUsers(from: scratch)
+            if let patch = imported.configPatch { _ = try emulator.patchConfig(StoreKey(projectId: settings.projectId), .object(patch)) }
+            try emulator.adoptBaseline(from: scratch)
+            logger.info("imported \(users) users", [("from", dir)])
+        } catch {
+            throw StartError("cannot import \(dir) (the data directory is unchanged): \(error)")
         }
     }
 

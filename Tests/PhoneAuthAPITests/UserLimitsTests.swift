@@ -110,11 +110,31 @@ final class UserLimitsTests: XCTestCase {
         mkdir(dir + "/auth_export", 0o755)
         try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).serialized())
         makeApp()
-        let (imported, problems) = try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)
-        XCTAssertEqual(imported, 1)
-        XCTAssertEqual(problems.count, 4)
-        XCTAssertTrue(problems[0].contains("INVALID_DISPLAY_NAME"), problems[0])
-        XCTAssertEqual(userCount(), 1)
+        // The first bad record stops the import, named by index, byte offset and line.
+        XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)) { e in
+            let m = String(describing: e)
+            XCTAssertTrue(m.contains("accounts.json: record 1 (byte "), m)
+            XCTAssertTrue(m.contains("line 1): INVALID_DISPLAY_NAME"), m)
+        }
+    }
+
+    func testALocalIdRepeatedInTheFileIsNamedInAnyBatch() throws {
+        var template = Array("/tmp/phone-auth-dup-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        defer { _ = system("rm -rf '\(dir)'") }
+        mkdir(dir + "/auth_export", 0o755)
+        // Within one batch of a thousand, and across batches.
+        for (repeatAt, original) in [(700, 5), (1_500, 5)] {
+            var users: [JSON] = (0..<2_000).map { .object(["localId": .string("u\($0)")]) }
+            users[repeatAt] = ["localId": .string("u\(original)")]
+            try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).prettySerialized())
+            makeApp()
+            XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)) { e in
+                let m = String(describing: e)
+                XCTAssertTrue(m.contains("accounts.json: record \(repeatAt) (byte "), m)
+                XCTAssertTrue(m.hasSuffix("localId u\(original) appears twice in the file"), m)
+            }
+        }
     }
 
     func testUsersPerProjectAndPerTenantAreCapped() throws {

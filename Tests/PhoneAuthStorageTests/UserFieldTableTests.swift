@@ -91,7 +91,7 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         (d, a) = try open(dir + "/fresh")
         app = a
         let imported = try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir + "/export")
-        XCTAssertEqual(imported.users, 1, "\(imported.problems)")
+        XCTAssertEqual(imported.users, 1)
         XCTAssertEqual(lookup("u1")["nickname"], "Nic")
         // Cleared by its deleteAttribute.
         XCTAssertEqual(admin("accounts:update", #"{"localId":"u1","deleteAttribute":["NICKNAME"]}"#).0, 200)
