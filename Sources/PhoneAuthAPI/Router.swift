@@ -212,6 +212,8 @@ enum Router {
                  "project number and `authorizedDomains`", Status.projects),
         RouteRow("GET", "/identitytoolkit.googleapis.com/v2/recaptchaConfig", .client, .none, .loop,
                  "the project's or tenant's `recaptchaConfig` as the SDKs read it (PHONE_PROVIDER `OFF`/`AUDIT`/`ENFORCE`)", RecaptchaConfig.handle),
+        RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts:revokeToken", .client, .json, .loop,
+                 "revoke the signed-in user's Apple token (`idToken`, `providerId: apple.com`, `tokenType`, `token`, `redirectUri` for CODE): `{}` and an `idpToken.revoked` event; no Apple is called", RevokeToken.handle),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:start", .client, .json, .loop,
                  "SMS second factor: send an enrollment code (`phoneEnrollmentInfo`), `{phoneSessionInfo}`", MFAEndpoints.enrollmentStart),
         RouteRow("POST", "/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:finalize", .client, .json, .offload,
