@@ -9,7 +9,7 @@ export const EVENT_TYPES = [
   'user.created', 'user.updated', 'user.linked', 'user.disabled', 'user.enabled', 'user.deleted',
   'tokens.issued', 'tokens.refreshed', 'tokens.revoked',
   'limit.hit', 'appVerification.failed', 'recaptcha.assessed', 'sms.delivery', 'config.changed', 'keys.rotated', 'clock.changed',
-  'mfa.enrolled', 'mfa.withdrawn', 'oob.sent', 'blockingFunction.called', 'sessionCookie.created', 'appCheck.checked', 'project.reset', 'dropped',
+  'mfa.enrolled', 'mfa.withdrawn', 'oob.sent', 'idpToken.revoked', 'blockingFunction.called', 'sessionCookie.created', 'appCheck.checked', 'project.reset', 'dropped',
 ];
 
 const listeners = new Set();

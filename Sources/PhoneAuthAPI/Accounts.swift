@@ -182,8 +182,26 @@ enum UpdateAccount {
             let upgraded = identity.signInProvider == "anonymous" && changes.passwordHash != nil
             grant = .init(signInProvider: upgraded ? "password" : identity.signInProvider, authTime: identity.authTime)
         }
-        let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: changes, deleteProviders: deleteProviders,
-                                                          linkProvider: linkProvider, refresh: grant)
+        // A user changing their own email (not an anonymous session, not an admin) is sent a RECOVER_EMAIL code at the
+        // old address, in the update's transaction; a beforeSendEmail function, when configured, is asked first.
+        let anonymous = identity?.signInProvider == "anonymous"
+        let recovery = identity == nil || anonymous ? nil : SendOobCode.link(call, type: .recoverEmail, tenant: key.tenantId)
+        let finalChanges = changes, finalLink = linkProvider, finalGrant = grant
+        let update: @Sendable () throws -> Reply = {
+            let (user, refresh) = try app.emulator.updateUser(key, localId: localId, changes: finalChanges, deleteProviders: deleteProviders,
+                                                              linkProvider: finalLink, anonymousSession: anonymous, recoveryLink: recovery,
+                                                              refresh: finalGrant)
+            return try answer(app, key, user, refresh: refresh, identity: identity, provider: finalGrant?.signInProvider)
+        }
+        if recovery != nil, case .set(let newEmail) = changes.email, let current = app.emulator.existingStore(key)?.read({ $0.users[localId] }),
+           let old = current.email, old.lowercased() != newEmail.lowercased() {
+            return try app.sendEmail(call, key, to: old, type: .recoverEmail, user: current, update)
+        }
+        return try update()
+    }
+
+    static func answer(_ app: PhoneAuthApp, _ key: StoreKey, _ user: UserRecord, refresh: String?, identity: TokenIdentity?,
+                       provider: String?) throws -> Reply {
         var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
         o.set("email", user.email.map(JSON.string))
         o.set("displayName", user.displayName.map(JSON.string))
@@ -191,7 +209,7 @@ enum UpdateAccount {
         o.set("phoneNumber", user.phoneNumber.map(JSON.string))
         if user.email != nil { o["emailVerified"] = .bool(user.emailVerified) }
         o["providerUserInfo"] = app.emulator.userFields.render(user)["providerUserInfo"] ?? []
-        if let identity, let refresh, let provider = grant?.signInProvider {
+        if let identity, let refresh, let provider {
             o["idToken"] = .string(try app.idToken(for: user, key: key, signInProvider: provider, authTime: identity.authTime))
             o["refreshToken"] = .string(refresh)
             o["expiresIn"] = .string(String(TokenService.tokenLifetimeSeconds))

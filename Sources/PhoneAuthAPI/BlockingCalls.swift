@@ -17,7 +17,8 @@ import PhoneAuthCore
 ///
 /// Handlers never call this directly: the two flows a function can reach each have one entry point that decides
 /// once (SignInAndSend.swift) — `app.signIn` for every sign-in (beforeCreate / beforeSignIn through `signInHooks`,
-/// between the sign-in's two transactions) and `app.sendSMS` for every SMS send (`beforeSendSms`).
+/// between the sign-in's two transactions), `app.sendSMS` for every SMS send (`beforeSendSms`) and `app.sendEmail` for
+/// every out-of-band email (`beforeSendEmail`, SendEmail.swift).
 public final class BlockingCalls: Sendable {
     public let timeoutMillis: Int
     public let threads: Int
@@ -246,6 +247,20 @@ public final class BlockingCalls: Sendable {
         ctx.recaptchaScore = recaptchaScore
         if type != .signIn { ctx.signInMethod = nil }
         return try invoke(app, key, ctx)?.recaptchaActionOverride
+    }
+}
+
+extension BlockingCalls {
+    /// beforeSendEmail for an email of `type` to `email` (`email`, `email_type` in the JWT); throws what blocks the
+    /// send: the function's error, or `INVALID_RECAPTCHA_TOKEN` when it answers `recaptchaActionOverride: "BLOCK"`.
+    func beforeSendEmail(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, email: String, type: OobCode.RequestType,
+                         user: UserRecord?) throws(AuthError) {
+        var ctx = context(.beforeSendEmail, call, key, user: user)
+        ctx.email = email.lowercased()
+        ctx.emailType = BlockingEmailType(type)
+        if try invoke(app, key, ctx)?.recaptchaActionOverride == .block {
+            throw AuthError(.invalidRecaptchaToken, "The beforeSendEmail function blocked the email (recaptchaActionOverride BLOCK).")
+        }
     }
 }
 

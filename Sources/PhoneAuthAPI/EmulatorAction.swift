@@ -1,7 +1,7 @@
 import EmulatorSupport
 import PhoneAuthCore
 
-/// `GET /emulator/action`: where the inbox's links lead (`mode=signIn|resetPassword|verifyEmail|verifyAndChangeEmail`),
+/// `GET /emulator/action`: where the inbox's links lead (`mode=signIn|resetPassword|verifyEmail|verifyAndChangeEmail|recoverEmail`),
 /// as the official emulator's page answers them — a redirect to the link's continue URL, or a JSON page saying what
 /// happened or what to do. A person clicks them; so does a test's HTTP client.
 ///
@@ -68,20 +68,25 @@ enum EmulatorAction {
                 : page(400, ["error": "Your request to change your email has expired or the link has already been used.",
                              "instructions": "Try changing your email again."])
             guard let pending, pending.requestType == expected else { return expired }
-            guard let (code, user) = try unlessUsed({ () throws(AuthError) in try app.emulator.applyOobCode(key, code: pending.code) }) else {
-                return expired
+            return try ApplyActionCode.apply(app, call, key, pending.code, used: expired) { code, user in
+                if let continueUrl { return redirect(to: continueUrl) }
+                return verify
+                    ? page(200, ["success": "The email has been successfully verified.", "email": .string(user.email ?? code.email)])
+                    : page(200, ["success": "The email has been successfully changed.", "newEmail": .string(code.newEmail ?? user.email ?? "")])
             }
-            if let continueUrl { return redirect(to: continueUrl) }
-            return verify
-                ? page(200, ["success": "The email has been successfully verified.", "email": .string(user.email ?? code.email)])
-                : page(200, ["success": "The email has been successfully changed.", "newEmail": .string(code.newEmail ?? user.email ?? "")])
         case "recoverEmail":
-            // No flow here sends a recovery link (production mails one after an email change).
-            guard pending != nil else {
-                return page(400, ["error": "Your request to revert your email has expired or the link has already been used."])
+            // The link an email change sent the old address (accounts:update, VERIFY_AND_CHANGE_EMAIL).
+            let retry = "If you're trying to test the reverting email flow, try changing the email again to generate a new link."
+            let expired = page(400, ["error": "Your request to revert your email has expired or the link has already been used.",
+                                     "instructions": .string(retry)])
+            guard let pending else { return expired }
+            guard pending.requestType == .recoverEmail else {
+                return page(400, ["error": "Requested mode does not match the OOB code provided.", "instructions": .string(retry)])
             }
-            return page(400, ["error": "Requested mode does not match the OOB code provided.",
-                              "instructions": "If you're trying to test the reverting email flow, try changing the email again to generate a new link."])
+            return try ApplyActionCode.apply(app, call, key, pending.code, used: expired) { _, user in
+                if let continueUrl { return redirect(to: continueUrl) }
+                return page(200, ["success": "The email has been successfully reset.", "email": .string(user.email ?? pending.email)])
+            }
         default:
             return page(400, ["error": "Invalid mode"])
         }

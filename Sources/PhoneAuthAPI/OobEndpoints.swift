@@ -68,25 +68,39 @@ enum SendOobCode {
             guard let e = try call.string("email"), !e.isEmpty else { throw AuthError(.missingEmail) }
             guard Identifiers.isValidEmail(e) else { throw AuthError(.invalidEmail) }
             email = e
+        case .recoverEmail:
+            // Sent by an email change (accounts:update, VERIFY_AND_CHANGE_EMAIL), never on request.
+            throw AuthError(.invalidReqType, "RECOVER_EMAIL codes are sent to the old address when an email changes, not on request.")
         }
+        let storeKey = key
+        let link = link(call, type: type, tenant: storeKey.tenantId, continueUrl: continueUrl)
+        let target = email, moveTo = newEmail
+        // beforeSendEmail (when configured) decides before anything is stored.
+        return try app.sendEmail(call, storeKey, to: email, type: type, user: app.emulator.user(storeKey, email: target)) {
+            let code = try app.emulator.createOobCode(storeKey, email: target, newEmail: moveTo, type: type, link: link, check: { s throws(AuthError) in
+                if type == .emailSignIn { return }
+                guard s.user(email: target) != nil else { throw AuthError(type == .passwordReset ? .emailNotFound : .userNotFound) }
+                if let moveTo, s.user(email: moveTo) != nil { throw AuthError(.emailExists) }
+            })
+            var o: JSONObject = ["kind": "identitytoolkit#GetOobConfirmationCodeResponse", "email": .string(code.email)]
+            if returnLink {
+                o["oobCode"] = .string(code.code)
+                o["oobLink"] = .string(code.link)
+            }
+            return Reply(.object(o))
+        }
+    }
+
+    /// The link of a `type` code in the inbox and the log: `http://<Host>/emulator/action?mode=…&oobCode=…` (the
+    /// official emulator's shape), with the continue URL and the tenant.
+    static func link(_ call: Call, type: OobCode.RequestType, tenant: String?, continueUrl: String? = nil) -> @Sendable (String) -> String {
         let base = linkBase(call)
-        let tenant = key.tenantId
-        let code = try app.emulator.createOobCode(key, email: email, newEmail: newEmail, type: type, link: { code in
+        return { code in
             var q = "mode=\(type.mode)&lang=en&oobCode=\(code)&apiKey=fake-api-key"
             if let continueUrl { q += "&continueUrl=" + URLEncoding.percentEncode(continueUrl) }
             if let tenant { q += "&tenantId=" + URLEncoding.percentEncode(tenant) }
             return base + "/emulator/action?" + q
-        }, check: { s throws(AuthError) in
-            if type == .emailSignIn { return }
-            guard s.user(email: email) != nil else { throw AuthError(type == .passwordReset ? .emailNotFound : .userNotFound) }
-            if let newEmail, s.user(email: newEmail) != nil { throw AuthError(.emailExists) }
-        })
-        var o: JSONObject = ["kind": "identitytoolkit#GetOobConfirmationCodeResponse", "email": .string(code.email)]
-        if returnLink {
-            o["oobCode"] = .string(code.code)
-            o["oobLink"] = .string(code.link)
         }
-        return Reply(.object(o))
     }
 
     /// The longest continue URL a link may carry (production documents no limit; browsers' practical one).
@@ -127,20 +141,45 @@ enum ResetPassword {
 }
 
 /// `accounts:update {oobCode}` (the SDKs' `applyActionCode`): VERIFY_EMAIL verifies, VERIFY_AND_CHANGE_EMAIL changes
-/// the email. Nil when the body has no `oobCode` (an ordinary update).
+/// the email (and sends the old address a RECOVER_EMAIL code), RECOVER_EMAIL restores the old one. Nil when the body
+/// has no `oobCode` (an ordinary update).
 enum ApplyActionCode {
     static func handleIfPresent(_ app: PhoneAuthApp, _ call: Call) throws -> Reply? {
         guard let oobCode = try call.string("oobCode"), !oobCode.isEmpty else { return nil }
         let key = try call.storeKey()
-        let (code, user) = try app.emulator.applyOobCode(key, code: oobCode)
-        var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
-        o.set("email", user.email.map(JSON.string))
-        o["emailVerified"] = .bool(user.emailVerified)
-        o.set("displayName", user.displayName.map(JSON.string))
-        o.set("photoUrl", user.photoUrl.map(JSON.string))
-        o["providerUserInfo"] = app.emulator.userFields.render(user)["providerUserInfo"] ?? []
-        o.set("newEmail", code.newEmail.map(JSON.string))
-        return Reply(.object(o))
+        return try apply(app, call, key, oobCode) { code, user in
+            var o: JSONObject = ["kind": "identitytoolkit#SetAccountInfoResponse", "localId": .string(user.localId)]
+            o.set("email", user.email.map(JSON.string))
+            o["emailVerified"] = .bool(user.emailVerified)
+            o.set("displayName", user.displayName.map(JSON.string))
+            o.set("photoUrl", user.photoUrl.map(JSON.string))
+            o["providerUserInfo"] = app.emulator.userFields.render(user)["providerUserInfo"] ?? []
+            o.set("newEmail", code.newEmail.map(JSON.string))
+            return Reply(.object(o))
+        }
+    }
+
+    /// Applies a code (the API's `applyActionCode` and the action page): a VERIFY_AND_CHANGE_EMAIL code sends the
+    /// old address its RECOVER_EMAIL code, after a beforeSendEmail function (when configured) allowed it.
+    /// `used`: the answer when the code is unknown, used up or expired (the action page's), instead of the error.
+    static func apply(_ app: PhoneAuthApp, _ call: Call, _ key: StoreKey, _ oobCode: String, used: Reply? = nil,
+                      _ answer: @escaping @Sendable (OobCode, UserRecord) throws -> Reply) throws -> Reply {
+        let recovery = SendOobCode.link(call, type: .recoverEmail, tenant: key.tenantId)
+        let work: @Sendable () throws -> Reply = {
+            let applied: (OobCode, UserRecord)
+            if let used {
+                guard let a = try EmulatorAction.unlessUsed({ () throws(AuthError) in
+                    try app.emulator.applyOobCode(key, code: oobCode, recoveryLink: recovery)
+                }) else { return used }
+                applied = a
+            } else {
+                applied = try app.emulator.applyOobCode(key, code: oobCode, recoveryLink: recovery)
+            }
+            return try answer(applied.0, applied.1)
+        }
+        guard let pending = app.emulator.oobCode(key, code: oobCode), pending.requestType == .verifyAndChangeEmail,
+              let moveTo = pending.newEmail, app.emulator.user(key, email: moveTo) == nil else { return try work() }
+        return try app.sendEmail(call, key, to: pending.email, type: .recoverEmail, user: app.emulator.user(key, email: pending.email), work)
     }
 }
 

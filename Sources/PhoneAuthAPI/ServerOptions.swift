@@ -250,7 +250,7 @@ extension ServerSettings {
                          }
                          s.blockingTimeoutMillis = Int(n)
                      },
-                     help: "deadline for a blocking function (beforeCreate, beforeSignIn, beforeSendSms) to answer; later is BLOCKING_FUNCTION_ERROR_RESPONSE",
+                     help: "deadline for a blocking function (beforeCreate, beforeSignIn, beforeSendSms, beforeSendEmail) to answer; later is BLOCKING_FUNCTION_ERROR_RESPONSE",
                      default: "`7000` (production's 7 s)"),
         ServerOption("max-connections-per-peer", "N", env: "PHONE_AUTH_EMULATOR_MAX_CONNECTIONS_PER_PEER",
                      .one { s, v in

@@ -230,8 +230,13 @@ extension Emulator {
     /// `deleteProviders`: `phone`, `password` (the hash, and email-link sign-in), `email`, or a federated provider id
     /// (its identity is unlinked). `linkProvider`: an admin's `linkProviderUserInfo`, upserted by provider id; an identity
     /// linked to another user is `FEDERATED_USER_ID_ALREADY_LINKED`.
+    ///
+    /// An email changed from another one sets `initialEmail` (unless `anonymousSession`: a change made by an anonymous
+    /// session, as the official emulator) and, with `recoveryLink`, sends the old address a RECOVER_EMAIL code
+    /// (`noteEmailChange`), in the same transaction.
     public func updateUser(_ key: StoreKey, localId: String, changes: UserChanges, deleteProviders: [String] = [],
-                           linkProvider: ProviderUserInfo? = nil,
+                           linkProvider: ProviderUserInfo? = nil, anonymousSession: Bool = false,
+                           recoveryLink: (@Sendable (String) -> String)? = nil,
                            refresh: RefreshGrant?) throws(AuthError) -> (user: UserRecord, refreshToken: String?) {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
@@ -252,6 +257,7 @@ extension Emulator {
                 if let owner = tx.store.federatedIndex[link.indexKey], owner != user.localId { throw AuthError(.federatedUserIdAlreadyLinked) }
                 user.link(link)
             }
+            if !anonymousSession { noteEmailChange(&tx, from: old, to: &user, now: now, recoveryLink: recoveryLink) }
             tx.save(user)
             tx.emitUserChanges(from: old, to: user)
             guard let refresh else { return (user, nil) }

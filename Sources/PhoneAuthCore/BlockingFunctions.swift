@@ -8,7 +8,7 @@ import Synchronization
 /// The events a blocking function can be registered for. The raw value is production's trigger key and the JWT's
 /// `event_type` (firebase-functions maps it to `providers/cloud.auth/eventTypes/user.<event>`).
 public enum BlockingEvent: String, Sendable, CaseIterable {
-    case beforeCreate, beforeSignIn, beforeSendSms
+    case beforeCreate, beforeSignIn, beforeSendSms, beforeSendEmail
 }
 
 /// `blockingFunctions`: `triggers.<event>.functionUri` and `forwardInboundCredentials.{idToken,accessToken,refreshToken}`.
@@ -167,6 +167,19 @@ public struct FederatedCredential: Sendable, Equatable {
     }
 }
 
+/// What an email is for (`email_type`, firebase-functions' `EmailType`: production names `EMAIL_SIGN_IN` and
+/// `PASSWORD_RESET`; the other kinds of code carry their request type's name).
+public struct BlockingEmailType: RawRepresentable, Sendable, Equatable {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ type: OobCode.RequestType) {
+        switch type {
+        case .emailSignIn: rawValue = "EMAIL_SIGN_IN"
+        default: rawValue = type.rawValue
+        }
+    }
+}
+
 /// What an SMS is for (`sms_type`, firebase-functions' `SmsType`).
 public enum BlockingSMSType: String, Sendable {
     case signIn = "SIGNIN", mfaEnrollment = "MULTI_FACTOR_ENROLLMENT", mfaSignIn = "MULTI_FACTOR_SIGN_IN"
@@ -189,6 +202,9 @@ public struct BlockingEventContext: Sendable {
     public var smsType: BlockingSMSType?
     /// beforeSendSms: the reCAPTCHA bot score of the send, when SMS defense assessed it (`recaptcha_score`).
     public var recaptchaScore: Double?
+    /// beforeSendEmail: the address the email goes to and what it is for (`email`, `email_type`).
+    public var email: String?
+    public var emailType: BlockingEmailType?
     /// Forwarded credentials (only those `forwardInboundCredentials` turns on are sent).
     public var idToken: String?
     public var refreshToken: String?
@@ -235,6 +251,8 @@ public enum BlockingFunctions {
         c.set("phone_number", ctx.phoneNumber.map(JSON.string))
         c.set("sms_type", ctx.smsType.map { .string($0.rawValue) })
         c.set("recaptcha_score", ctx.recaptchaScore.map(JSON.number))
+        c.set("email", ctx.email.map(JSON.string))
+        c.set("email_type", ctx.emailType.map { .string($0.rawValue) })
         if let f = ctx.federated {
             c.set("raw_user_info", f.rawUserInfo.map(JSON.string))
             c.set("sign_in_attributes", f.signInAttributes.map(JSON.object))
@@ -263,7 +281,8 @@ public enum BlockingFunctions {
         /// Canonical custom-claims text (validated as the Admin API validates claims).
         public var customAttributes: String? = nil
         public var sessionClaims: JSONObject? = nil
-        /// `recaptchaActionOverride` (`ALLOW`/`BLOCK`): beforeSendSms overriding reCAPTCHA SMS defense's verdict.
+        /// `recaptchaActionOverride` (`ALLOW`/`BLOCK`): beforeSendSms overriding reCAPTCHA SMS defense's verdict;
+        /// beforeSendEmail allowing or blocking the email.
         public var recaptchaActionOverride: RecaptchaOverride? = nil
         public init() {}
 
@@ -307,7 +326,8 @@ public enum BlockingFunctions {
             throw replyError("((Response body is not valid JSON.))", serverFault: true)
         }
         var out = Outcome()
-        if event == .beforeSendSms, case .object(let top) = parsed, let r = top["recaptchaActionOverride"]?.stringValue {
+        if event == .beforeSendSms || event == .beforeSendEmail, case .object(let top) = parsed,
+           let r = top["recaptchaActionOverride"]?.stringValue {
             out.recaptchaActionOverride = RecaptchaOverride(rawValue: r)
         }
         guard case .object(let o) = parsed, let ur = o["userRecord"], ur != .null else { return out }

@@ -49,13 +49,17 @@ extension Emulator {
     }
 
     /// `accounts:update {oobCode}` (applyActionCode): VERIFY_EMAIL marks the email verified; VERIFY_AND_CHANGE_EMAIL
-    /// moves the account to the new email, verified (`EMAIL_EXISTS` if taken meanwhile). The code is used up.
+    /// moves the account to the new email, verified (`EMAIL_EXISTS` if taken meanwhile) and, with `recoveryLink`,
+    /// sends the old address a RECOVER_EMAIL code; RECOVER_EMAIL moves the account that still has the address it moved
+    /// to back to the code's, verified (`EMAIL_EXISTS` when another account took it meanwhile). The code is used up.
     /// A password-reset code is `INVALID_OOB_CODE` here (and stays usable for `resetPassword`).
-    public func applyOobCode(_ key: StoreKey, code: String) throws(AuthError) -> (OobCode, UserRecord) {
-        try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
-            guard c.requestType == .verifyEmail || c.requestType == .verifyAndChangeEmail else { throw AuthError(.invalidOobCode) }
+    public func applyOobCode(_ key: StoreKey, code: String, recoveryLink: (@Sendable (String) -> String)? = nil) throws(AuthError) -> (OobCode, UserRecord) {
+        let now = clock.nowMillis()
+        return try useOobCode(key, code: code, consume: false) { tx, c throws(AuthError) in
+            guard [.verifyEmail, .verifyAndChangeEmail, .recoverEmail].contains(c.requestType) else { throw AuthError(.invalidOobCode) }
             tx.deleteOobCode(c.code)
-            guard var user = tx.store.user(email: c.email) else { throw AuthError(.invalidOobCode) }
+            let holder = c.requestType == .recoverEmail ? c.newEmail : c.email
+            guard let holder, var user = tx.store.user(email: holder) else { throw AuthError(.invalidOobCode) }
             let old = user
             switch c.requestType {
             case .verifyEmail:
@@ -65,6 +69,11 @@ extension Emulator {
                 if let owner = tx.store.emailIndex[newEmail], owner != user.localId { throw AuthError(.emailExists) }
                 user.email = newEmail.lowercased()
                 user.emailVerified = true
+                noteEmailChange(&tx, from: old, to: &user, now: now, recoveryLink: recoveryLink)
+            case .recoverEmail:
+                if let owner = tx.store.emailIndex[c.email], owner != user.localId { throw AuthError(.emailExists) }
+                user.email = c.email
+                user.emailVerified = true
             case .passwordReset, .emailSignIn:
                 break
             }
@@ -72,6 +81,20 @@ extension Emulator {
             tx.emitUserChanges(from: old, to: user)
             return (c, user)
         }
+    }
+
+    /// After `old`'s email changed to `user`'s (inside the change's transaction, before `user` is saved): the old
+    /// address becomes `initialEmail` if none is kept yet and, with `recoveryLink` (a change the user made, not an
+    /// admin), the old address gets a RECOVER_EMAIL code that restores it — production's "your sign-in email was
+    /// changed" mail. An account that had no email (an anonymous one gaining its first) gets neither.
+    func noteEmailChange(_ tx: inout StoreTransaction, from old: UserRecord, to user: inout UserRecord, now: Int64,
+                         recoveryLink: ((String) -> String)?) {
+        guard let previous = old.email, let current = user.email, previous.lowercased() != current.lowercased() else { return }
+        if user.initialEmail == nil { user.initialEmail = previous.lowercased() }
+        guard let recoveryLink else { return }
+        let code = makeOobCode(&tx, email: previous, newEmail: current, type: .recoverEmail, now: now, link: recoveryLink)
+        let key = tx.key
+        tx.onCommit { [self] in logOobCode(key, code) }
     }
 }
 

@@ -71,6 +71,8 @@ public enum EventPayload: Sendable, Equatable {
     case mfaEnrolled(uid: String, mfaEnrollmentId: String, phoneNumber: String?)
     case mfaWithdrawn(uid: String, mfaEnrollmentId: String)
     case oobSent(email: String, requestType: String, oobCode: String)
+    /// `accounts:revokeToken`: a federated provider's token revoked for a user (the token itself is never kept).
+    case idpTokenRevoked(uid: String, providerId: String, tokenType: String)
     case blockingFunctionCalled(event: String, uri: String, durationMs: Int, outcome: String)
     /// A session cookie was minted for `uid`, valid `expiresIn` seconds (never the cookie itself).
     case sessionCookieCreated(uid: String, expiresIn: Int64)
@@ -107,6 +109,7 @@ public enum EventPayload: Sendable, Equatable {
         case .mfaEnrolled: "mfa.enrolled"
         case .mfaWithdrawn: "mfa.withdrawn"
         case .oobSent: "oob.sent"
+        case .idpTokenRevoked: "idpToken.revoked"
         case .blockingFunctionCalled: "blockingFunction.called"
         case .sessionCookieCreated: "sessionCookie.created"
         case .appCheckChecked: "appCheck.checked"
@@ -120,7 +123,7 @@ public enum EventPayload: Sendable, Equatable {
         "code.sent", "code.verified", "code.rejected", "session.expired", "user.created", "user.updated", "user.linked", "user.disabled",
         "user.enabled", "user.deleted", "tokens.issued", "tokens.refreshed", "tokens.revoked", "limit.hit",
         "appVerification.failed", "recaptcha.assessed", "sms.delivery", "config.changed", "keys.rotated", "clock.changed", "mfa.enrolled", "mfa.withdrawn",
-        "oob.sent", "blockingFunction.called", "sessionCookie.created", "appCheck.checked", "project.reset", "dropped",
+        "oob.sent", "idpToken.revoked", "blockingFunction.called", "sessionCookie.created", "appCheck.checked", "project.reset", "dropped",
     ]
 
     static func kindName(_ k: VerificationSession.Kind) -> String {
@@ -199,6 +202,8 @@ public enum EventPayload: Sendable, Equatable {
             string("uid", uid); string("mfaEnrollmentId", id)
         case .oobSent(let email, let type, let code):
             string("email", email); string("requestType", type); string("oobCode", code)
+        case .idpTokenRevoked(let uid, let provider, let type):
+            string("uid", uid); string("providerId", provider); string("tokenType", type)
         case .blockingFunctionCalled(let event, let uri, let ms, let outcome):
             string("event", event); string("uri", uri); int("durationMs", Int64(ms)); string("outcome", outcome)
         case .sessionCookieCreated(let uid, let seconds):
@@ -608,6 +613,7 @@ extension EventPayload {
         case .mfaEnrolled(let uid, let id, let phone): return s(uid) + s(id) + o(phone)
         case .mfaWithdrawn(let uid, let id): return s(uid) + s(id)
         case .oobSent(let email, let type, let code): return s(email) + s(type) + s(code)
+        case .idpTokenRevoked(let uid, let provider, let type): return s(uid) + s(provider) + s(type)
         case .blockingFunctionCalled(let event, let uri, _, let outcome): return s(event) + s(uri) + s(outcome)
         case .projectReset(let snapshot): return o(snapshot)
         case .appCheckChecked(let outcome, let appId, _, let method): return s(outcome) + o(appId) + s(method)

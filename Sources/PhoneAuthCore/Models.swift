@@ -32,6 +32,9 @@ public struct UserRecord: Sendable, Equatable {
     public var emailLinkSignin = false
     /// A federated provider's user name (Twitter's, GitHub's), as the last IdP sign-in gave it.
     public var screenName: String?
+    /// The address the account had before its email was first changed (production's `initialEmail`; a change made by
+    /// an anonymous session sets none). Kept once set.
+    public var initialEmail: String?
     /// Values of fields a table declares without a stored property of their own, by field name (UserFields.swift:
     /// a test's field, a field on its way to becoming a property). Empty for every standard field.
     public var extensions: [String: JSON] = [:]

@@ -10,6 +10,8 @@ public struct OobCode: Sendable, Equatable {
         case verifyAndChangeEmail = "VERIFY_AND_CHANGE_EMAIL"
         /// An email link sign-in (`accounts:signInWithEmailLink`): no account needed.
         case emailSignIn = "EMAIL_SIGNIN"
+        /// Sent to the old address after an email change (never on request): `accounts:update {oobCode}` restores it.
+        case recoverEmail = "RECOVER_EMAIL"
 
         /// The link's `mode` parameter.
         public var mode: String {
@@ -18,6 +20,7 @@ public struct OobCode: Sendable, Equatable {
             case .passwordReset: "resetPassword"
             case .verifyAndChangeEmail: "verifyAndChangeEmail"
             case .emailSignIn: "signIn"
+            case .recoverEmail: "recoverEmail"
             }
         }
 
@@ -26,6 +29,7 @@ public struct OobCode: Sendable, Equatable {
             switch wire {
             case "1": self = .passwordReset
             case "4": self = .verifyEmail
+            case "5": self = .recoverEmail
             case "6": self = .emailSignIn
             case "7": self = .verifyAndChangeEmail
             default: self.init(rawValue: wire)
@@ -38,7 +42,7 @@ public struct OobCode: Sendable, Equatable {
             switch self {
             case .passwordReset: 3_600_000
             case .emailSignIn: 6 * 3_600_000
-            case .verifyEmail, .verifyAndChangeEmail: 3 * 86_400_000
+            case .verifyEmail, .verifyAndChangeEmail, .recoverEmail: 3 * 86_400_000
             }
         }
     }
@@ -46,7 +50,8 @@ public struct OobCode: Sendable, Equatable {
     public let code: String
     /// The account's email when the code was made (lowercased).
     public let email: String
-    /// VERIFY_AND_CHANGE_EMAIL: the address the account moves to.
+    /// VERIFY_AND_CHANGE_EMAIL: the address the account moves to; RECOVER_EMAIL: the address it moved to (`email` is
+    /// the one it restores).
     public let newEmail: String?
     public let requestType: RequestType
     /// The link as the log and inbox show it (built from the request's host).
@@ -147,30 +152,46 @@ extension Emulator {
         let code = try transaction(box) { tx throws(AuthError) -> OobCode in
             try tx.checkTenantEnabled()
             try check(tx.store)
-            var text = random.alphanumeric(Self.oobCodeLength)
-            while tx.store.oobCodes[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
-            // Expired codes at the front go first (amortized O(1)); the cap evicts the oldest live ones.
-            while let oldest = tx.store.oobCodes.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
-            let c = OobCode(code: text, email: email.lowercased(), newEmail: newEmail?.lowercased(), requestType: type, link: link(text),
-                            createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oobCodes.nextSequence)
-            tx.save(c)
-            tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
-            if tx.store.oob.waiters[c.email] != nil { tx.onCommit { [self] in fireOobWaiters(box, c) } }
-            if orphanOobCodes.isWaiting {
-                let key = tx.key
-                tx.onCommit { [self] in for w in orphanOobCodes.take(key, c.email) { w.fire(c) } }
-            }
-            return c
+            return makeOobCode(&tx, email: email, newEmail: newEmail, type: type, now: now, link: link)
         }
+        logOobCode(key, code)
+        return code
+    }
+
+    /// Makes and saves a code inside `tx` (creation order, the cap, waiters, the `oob.sent` event). The caller logs it
+    /// (`logOobCode`) once the transaction is applied.
+    func makeOobCode(_ tx: inout StoreTransaction, email: String, newEmail: String?, type: OobCode.RequestType, now: Int64,
+                     link: (String) -> String) -> OobCode {
+        var text = random.alphanumeric(Self.oobCodeLength)
+        while tx.store.oobCodes[text] != nil { text = random.alphanumeric(Self.oobCodeLength) }
+        // Expired codes at the front go first (amortized O(1)); the cap evicts the oldest live ones.
+        while let oldest = tx.store.oobCodes.oldest, oldest.expiresAt <= now { tx.deleteOobCode(oldest.code) }
+        let c = OobCode(code: text, email: email.lowercased(), newEmail: newEmail?.lowercased(), requestType: type, link: link(text),
+                        createdAt: now, expiresAt: now + type.lifetimeMillis, sequence: tx.store.oobCodes.nextSequence)
+        tx.save(c)
+        tx.emit(.oobSent(email: c.email, requestType: c.requestType.rawValue, oobCode: c.code))
+        if tx.store.oob.waiters[c.email] != nil {
+            let box = tx.box
+            tx.onCommit { [self] in fireOobWaiters(box, c) }
+        }
+        if orphanOobCodes.isWaiting {
+            let key = tx.key
+            tx.onCommit { [self] in for w in orphanOobCodes.take(key, c.email) { w.fire(c) } }
+        }
+        return c
+    }
+
+    /// The log line production's email would have been (the official emulator's wording).
+    func logOobCode(_ key: StoreKey, _ code: OobCode) {
         let what: String
-        switch type {
+        switch code.requestType {
         case .verifyEmail: what = "To verify the email address \(code.email), follow this link: \(code.link)"
         case .passwordReset: what = "To reset the password for \(code.email), follow this link: \(code.link)&newPassword=NEW_PASSWORD_HERE"
         case .verifyAndChangeEmail: what = "To verify and change the email address from \(code.email) to \(code.newEmail ?? ""), follow this link: \(code.link)"
         case .emailSignIn: what = "To sign in as \(code.email), follow this link: \(code.link)"
+        case .recoverEmail: what = "To reset your email address to \(code.email), follow this link: \(code.link)"
         }
         logger.info(what, [("project", key.description)])
-        return code
     }
 
     /// Out-of-band codes are 40 characters of [A-Za-z0-9] (about 238 bits).

@@ -288,6 +288,13 @@ public enum UserFields {
                       guard case .set(.array(let items)) = c else { return c }
                       return .set(.array(try MultiFactor.resolveKeptTOTP(items, current: u.mfaInfo)))
                   }),
+        // Set by the domain when the email first changes (Emulator.noteEmailChange), never by a request; imports keep it.
+        UserField("initialEmail", event: "initialEmail", access: .importing,
+                  value: { $0.initialEmail.map(JSON.string) }, assign: { $0.initialEmail = $1?.stringValue }, blockingValue: { _ in nil },
+                  fromImport: { v, _, _ in
+                      guard let s = text(v) else { return .success(nil) }
+                      return Identifiers.isValidEmail(s) ? .success(.set(.string(s.lowercased()))) : .failure(UserFieldError("initialEmail is invalid"))
+                  }),
     ]
 
     // MARK: row makers

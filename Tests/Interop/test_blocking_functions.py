@@ -1,4 +1,4 @@
-"""Blocking functions (beforeCreate, beforeSignIn, beforeSendSms) against a real function: a Python http.server on a
+"""Blocking functions (beforeCreate, beforeSignIn, beforeSendSms, beforeSendEmail) against a real function: a Python http.server on a
 free loopback port that decodes the JWT as firebase-functions does in emulator mode (without verifying it) and
 answers by path: one sets claims, displayName and session claims, one blocks with an HttpsError, one hangs past a
 short configured deadline, one answers garbage."""
@@ -43,6 +43,8 @@ class Function(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "9")
             self.end_headers()
             self.wfile.write(b"<garbage>")
+        elif self.path == "/email-block":
+            self.answer(200, {"recaptchaActionOverride": "BLOCK"})
         elif self.path == "/hang":
             HANG.wait(30)
             self.answer(200, {})
@@ -165,6 +167,57 @@ def test_before_send_sms_blocks_the_send(fresh, function):
     assert r.status_code == 400 and "No sign-ups today" in error_message(r)
     codes = emu.session.get(f"{emu.url}/emulator/v1/projects/demo-phone/verificationCodes").json()["verificationCodes"]
     assert codes == []
+
+
+def firebase_functions_event(payload):
+    """What firebase-functions' identity handler builds from the JWT (parseAuthEventContext): the v2 event's fields a
+    beforeEmailSent handler reads."""
+    mapped = "providers/cloud.auth/eventTypes/user." + payload["event_type"]
+    return {"eventType": mapped + (":" + payload["sign_in_method"] if payload.get("sign_in_method") else ""),
+            "emailType": payload.get("email_type"), "authType": "USER" if payload.get("user_record") else "UNAUTHENTICATED",
+            "resource": {"name": "projects/demo-phone"}}
+
+
+def test_before_send_email_runs_before_every_oob_email_and_can_refuse_it(fresh, function):
+    emu = fresh()
+    configure(emu, function, {"beforeSendEmail": "/ok"})
+    up = emu.itk("signUp", {"email": "mail@example.com", "password": "secret12", "returnSecureToken": True}).json()
+    oob = lambda body: emu.itk("sendOobCode", body)
+    assert oob({"requestType": "PASSWORD_RESET", "email": "mail@example.com"}).status_code == 200
+    assert oob({"requestType": "EMAIL_SIGNIN", "email": "link@example.com"}).status_code == 200
+    assert oob({"requestType": "VERIFY_EMAIL", "idToken": up["idToken"]}).status_code == 200
+    assert oob({"requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": up["idToken"], "newEmail": "moved@example.com"}).status_code == 200
+    # The VERIFY_AND_CHANGE_EMAIL code applied: the old address is sent its RECOVER_EMAIL code, after the function.
+    inbox = f"{emu.url}/emulator/v1/projects/demo-phone/oobCodes"
+    change = [c for c in emu.session.get(inbox).json()["oobCodes"] if c["requestType"] == "VERIFY_AND_CHANGE_EMAIL"][0]
+    r = emu.itk("update", {"oobCode": change["oobCode"]})
+    assert r.status_code == 200 and r.json()["email"] == "moved@example.com", r.text
+    payloads = [x["payload"] for x in Function.received]
+    assert [(p["email_type"], p["email"]) for p in payloads] == [
+        ("PASSWORD_RESET", "mail@example.com"), ("EMAIL_SIGN_IN", "link@example.com"), ("VERIFY_EMAIL", "mail@example.com"),
+        ("VERIFY_AND_CHANGE_EMAIL", "mail@example.com"), ("RECOVER_EMAIL", "mail@example.com")]
+    events = [firebase_functions_event(p) for p in payloads]
+    assert events[0] == {"eventType": "providers/cloud.auth/eventTypes/user.beforeSendEmail", "emailType": "PASSWORD_RESET",
+                         "authType": "USER", "resource": {"name": "projects/demo-phone"}}
+    assert events[1]["authType"] == "UNAUTHENTICATED" and events[1]["emailType"] == "EMAIL_SIGN_IN"
+    assert all(p["event_type"] == "beforeSendEmail" and p["aud"] == function + "/ok" for p in payloads)
+    assert [c["requestType"] for c in emu.session.get(inbox).json()["oobCodes"]] == [
+        "PASSWORD_RESET", "EMAIL_SIGNIN", "VERIFY_EMAIL", "RECOVER_EMAIL"]
+    # recaptchaActionOverride BLOCK, and an HttpsError: refused, nothing stored.
+    configure(emu, function, {"beforeSendEmail": "/email-block"})
+    r = oob({"requestType": "PASSWORD_RESET", "email": "moved@example.com"})
+    assert r.status_code == 400 and error_message(r).startswith("INVALID_RECAPTCHA_TOKEN"), r.text
+    configure(emu, function, {"beforeSendEmail": "/block"})
+    r = oob({"requestType": "EMAIL_SIGNIN", "email": "someone@example.com"})
+    assert r.status_code == 400 and error_message(r) == (
+        f"BLOCKING_FUNCTION_ERROR_RESPONSE : ((HTTP request to {function}/block returned HTTP error 400: "
+        '{"error": {"message": "No sign-ups today", "status": "INVALID_ARGUMENT"}}))')
+    # An email change whose RECOVER_EMAIL the function refuses is refused as a whole: the account keeps its address.
+    t = emu.itk("signInWithPassword", {"email": "moved@example.com", "password": "secret12"}).json()["idToken"]
+    r = emu.itk("update", {"idToken": t, "email": "elsewhere@example.com"})
+    assert r.status_code == 400 and "No sign-ups today" in error_message(r)
+    assert emu.itk("signInWithPassword", {"email": "moved@example.com", "password": "secret12"}).status_code == 200
+    assert len(emu.session.get(inbox).json()["oobCodes"]) == 4
 
 
 def test_anonymous_email_password_and_mfa_flows_call_the_right_functions_in_order(fresh, function):

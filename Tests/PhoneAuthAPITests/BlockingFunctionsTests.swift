@@ -257,6 +257,43 @@ final class BlockingFunctionsTests: XCTestCase, AppCalling {
         XCTAssertEqual(app.emulator.verificationCodes(StoreKey(projectId: "demo-phone"), phone: nil).count, 0)
     }
 
+    /// beforeSendEmail runs before every out-of-band email — each sendOobCode type and the RECOVER_EMAIL an email change
+    /// sends — with `email` and `email_type`; a BLOCK override or an error refuses the request and stores nothing.
+    func testBeforeSendEmailSeesEveryEmailAndCanRefuseIt() throws {
+        let up = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", #"{"email":"mail@example.com","password":"secret1"}"#)
+        let uid = try XCTUnwrap(up.1["localId"]?.stringValue)
+        let t = try XCTUnwrap(up.1["idToken"]?.stringValue)
+        XCTAssertEqual(configure(["beforeSendEmail": "/allow"]).0, 200)
+        let oob = "/identitytoolkit.googleapis.com/v1/accounts:sendOobCode?key=k"
+        XCTAssertEqual(wait("POST", oob, #"{"requestType":"PASSWORD_RESET","email":"Mail@example.com"}"#).0, 200)
+        XCTAssertEqual(wait("POST", oob, #"{"requestType":"EMAIL_SIGNIN","email":"new@example.com"}"#).0, 200)
+        XCTAssertEqual(wait("POST", oob, #"{"requestType":"VERIFY_EMAIL","idToken":"\#(t)"}"#).0, 200)
+        XCTAssertEqual(wait("POST", oob, #"{"requestType":"VERIFY_AND_CHANGE_EMAIL","idToken":"\#(t)","newEmail":"moved@example.com"}"#).0, 200)
+        let changed = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:update?key=k", #"{"idToken":"\#(t)","email":"other@example.com"}"#)
+        XCTAssertEqual(changed.0, 200, "\(changed.1)")
+        let got = functions.received.withLock { $0.map(\.payload) }
+        XCTAssertEqual(got.map { $0["email_type"]?.stringValue ?? "" }, ["PASSWORD_RESET", "EMAIL_SIGN_IN", "VERIFY_EMAIL", "VERIFY_AND_CHANGE_EMAIL", "RECOVER_EMAIL"])
+        XCTAssertEqual(got.map { $0["email"]?.stringValue ?? "" }, ["mail@example.com", "new@example.com", "mail@example.com", "mail@example.com", "mail@example.com"])
+        XCTAssertTrue(got.allSatisfy { $0["event_type"] == "beforeSendEmail" && $0["sign_in_method"] == nil })
+        XCTAssertEqual(got[0]["sub"]?.stringValue, uid)
+        XCTAssertNil(got[1]["user_record"], "an email link to a new address names no account")
+        let key = StoreKey(projectId: "demo-phone")
+        XCTAssertEqual(app.emulator.oobCodes(key, email: nil).map(\.requestType), [.passwordReset, .emailSignIn, .verifyEmail, .verifyAndChangeEmail, .recoverEmail])
+        // BLOCK, and a function's error: refused, nothing stored, the account unchanged.
+        XCTAssertEqual(configure(["beforeSendEmail": "/deny"]).0, 200)
+        let denied = wait("POST", oob, #"{"requestType":"PASSWORD_RESET","email":"other@example.com"}"#)
+        XCTAssertEqual(denied.0, 400)
+        XCTAssertEqual(message(denied), "INVALID_RECAPTCHA_TOKEN : The beforeSendEmail function blocked the email (recaptchaActionOverride BLOCK).")
+        XCTAssertEqual(configure(["beforeSendEmail": "/block"]).0, 200)
+        XCTAssertTrue(message(wait("POST", oob, #"{"requestType":"EMAIL_SIGNIN","email":"x@example.com"}"#))?.hasPrefix("BLOCKING_FUNCTION_ERROR_RESPONSE : ((HTTP request to") == true)
+        let t2 = try XCTUnwrap(wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword?key=k",
+                                    #"{"email":"other@example.com","password":"secret1"}"#).1["idToken"]?.stringValue)
+        let refused = wait("POST", "/identitytoolkit.googleapis.com/v1/accounts:update?key=k", #"{"idToken":"\#(t2)","email":"third@example.com"}"#)
+        XCTAssertEqual(refused.0, 400)
+        XCTAssertEqual(app.emulator.user(key, email: "other@example.com")?.localId, uid, "the change was refused with its email")
+        XCTAssertEqual(app.emulator.oobCodes(key, email: nil).count, 5)
+    }
+
     /// beforeSendSms is told the reCAPTCHA bot score (`recaptcha_score`) and its `recaptchaActionOverride` overrides the
     /// score verdict (not a token error).
     func testBeforeSendSmsReceivesTheScoreAndOverridesTheVerdict() throws {

@@ -307,6 +307,62 @@ final class EmailPasswordTests: XCTestCase, AppCalling {
         XCTAssertEqual(message(signIn("old@example.com", "secret1")), "INVALID_LOGIN_CREDENTIALS")
     }
 
+    /// An email change the user makes sends the old address a RECOVER_EMAIL code (accounts:update, and the apply of a
+    /// VERIFY_AND_CHANGE_EMAIL code); applying it restores the old address, verified; `initialEmail` keeps the first.
+    /// An admin's change and an anonymous session's send none; nobody can ask for one.
+    func testEmailChangeSendsARecoveryCodeThatRestoresTheOldAddress() throws {
+        let up = signUp("first@example.com", "secret1")
+        let uid = try XCTUnwrap(up["localId"]?.stringValue)
+        let changed = itk("update", #"{"idToken":"\#(up["idToken"]!.stringValue!)","email":"second@example.com","returnSecureToken":true}"#)
+        XCTAssertEqual(changed.0, 200, "\(changed.1)")
+        let recovery = try XCTUnwrap(inboxCodes().first)
+        XCTAssertEqual(inboxCodes().count, 1)
+        XCTAssertEqual(recovery["requestType"], "RECOVER_EMAIL")
+        XCTAssertEqual(recovery["email"], "first@example.com")
+        XCTAssertEqual(recovery["newEmail"], "second@example.com")
+        XCTAssertTrue(recovery["oobLink"]?.stringValue?.contains("mode=recoverEmail") == true)
+        let code = try XCTUnwrap(recovery["oobCode"]?.stringValue)
+        // checkActionCode: the address it restores and the one it leaves (the JS SDK's `email` / `previousEmail`).
+        let checked = itk("resetPassword", #"{"oobCode":"\#(code)"}"#).1
+        XCTAssertEqual(checked["requestType"], "RECOVER_EMAIL")
+        XCTAssertEqual(checked["email"], "first@example.com")
+        XCTAssertEqual(checked["newEmail"], "second@example.com")
+        // Nobody can ask for one.
+        XCTAssertEqual(message(itk("sendOobCode", #"{"requestType":"RECOVER_EMAIL","email":"first@example.com"}"#))?.hasPrefix("INVALID_REQ_TYPE"), true)
+        let user = { () -> JSON? in self.admin("accounts:lookup", #"{"localId":["\#(uid)"]}"#).1["users"]?.arrayValue?.first }
+        XCTAssertEqual(user()?["initialEmail"], "first@example.com")
+        let restored = itk("update", #"{"oobCode":"\#(code)"}"#)
+        XCTAssertEqual(restored.0, 200, "\(restored.1)")
+        XCTAssertEqual(restored.1["email"], "first@example.com")
+        XCTAssertEqual(restored.1["emailVerified"], true)
+        XCTAssertEqual(message(itk("update", #"{"oobCode":"\#(code)"}"#)), "INVALID_OOB_CODE", "used up")
+        XCTAssertEqual(signIn("first@example.com", "secret1").0, 200)
+        XCTAssertEqual(user()?["initialEmail"], "first@example.com")
+        XCTAssertTrue(inboxCodes().isEmpty, "restoring sends nothing")
+        // VERIFY_AND_CHANGE_EMAIL: its apply sends the old address the recovery code.
+        let t = try XCTUnwrap(signIn("first@example.com", "secret1").1["idToken"]?.stringValue)
+        XCTAssertEqual(itk("sendOobCode", #"{"requestType":"VERIFY_AND_CHANGE_EMAIL","idToken":"\#(t)","newEmail":"third@example.com"}"#).0, 200)
+        let verify = try XCTUnwrap(inboxCodes().first?["oobCode"]?.stringValue)
+        XCTAssertEqual(itk("update", #"{"oobCode":"\#(verify)"}"#).0, 200)
+        XCTAssertEqual(inboxCodes().map { $0["requestType"]?.stringValue ?? "" }, ["RECOVER_EMAIL"])
+        XCTAssertEqual(inboxCodes().first?["email"], "first@example.com")
+        // Taken meanwhile: EMAIL_EXISTS, and the account keeps its new address.
+        signUp("first@example.com", "secret2")
+        let again = try XCTUnwrap(inboxCodes().first?["oobCode"]?.stringValue)
+        XCTAssertEqual(message(itk("update", #"{"oobCode":"\#(again)"}"#)), "EMAIL_EXISTS")
+        XCTAssertEqual(user()?["email"], "third@example.com")
+        // An admin's change sends nothing (initialEmail stays the first address).
+        XCTAssertEqual(call("DELETE", inbox).0, 200)
+        XCTAssertEqual(admin("accounts:update", #"{"localId":"\#(uid)","email":"fourth@example.com"}"#).0, 200)
+        XCTAssertTrue(inboxCodes().isEmpty)
+        XCTAssertEqual(user()?["initialEmail"], "first@example.com")
+        // An anonymous session gaining an email sends nothing and keeps no initialEmail.
+        let anon = itk("signUp", "{}").1
+        XCTAssertEqual(itk("update", #"{"idToken":"\#(anon["idToken"]!.stringValue!)","email":"anon@example.com"}"#).0, 200)
+        XCTAssertTrue(inboxCodes().isEmpty)
+        XCTAssertNil(admin("accounts:lookup", #"{"localId":["\#(anon["localId"]!.stringValue!)"]}"#).1["users"]?.arrayValue?.first?["initialEmail"])
+    }
+
     func testReturnOobLinkIsAdminOnly() throws {
         signUp("l@example.com", "secret1")
         XCTAssertEqual(message(itk("sendOobCode", #"{"requestType":"PASSWORD_RESET","email":"l@example.com","returnOobLink":true}"#)), "INSUFFICIENT_PERMISSION")

@@ -52,6 +52,21 @@ final class EmulatorActionTests: XCTestCase, AppCalling {
         XCTAssertEqual(EmulatorAction.adding([], to: "http://h/p"), "http://h/p")
     }
 
+    /// The RECOVER_EMAIL link an email change sends the old address restores it; the second click is the expired page.
+    func testTheRecoverEmailLinkRestoresTheOldAddress() throws {
+        let up = itk("signUp", #"{"email":"was@example.com","password":"secret1","returnSecureToken":true}"#).1
+        XCTAssertEqual(itk("update", #"{"idToken":"\#(up["idToken"]!.stringValue!)","email":"now@example.com"}"#).0, 200)
+        let codes = call("GET", "/emulator/v1/projects/demo-phone/oobCodes").1["oobCodes"]?.arrayValue ?? []
+        let link = try XCTUnwrap(codes.first { $0["requestType"] == "RECOVER_EMAIL" }?["oobLink"]?.stringValue)
+        let first = raw(try target(link))
+        XCTAssertEqual(first.0, 200, first.2)
+        XCTAssertEqual(try JSONParser.parse(first.2)["authEmulator"], ["success": "The email has been successfully reset.", "email": "was@example.com"])
+        let again = raw(try target(link))
+        XCTAssertEqual(again.0, 400)
+        XCTAssertTrue(again.2.contains("Your request to revert your email has expired or the link has already been used."))
+        XCTAssertEqual(itk("signInWithPassword", #"{"email":"was@example.com","password":"secret1"}"#).0, 200)
+    }
+
     func testARedirectsLocationIsPlainAscii() {
         XCTAssertEqual(EmulatorAction.escapingUnsafe("http://h/ünï?q=é#frä"), "http://h/%C3%BCn%C3%AF?q=%C3%A9#fr%C3%A4")
         XCTAssertEqual(EmulatorAction.escapingUnsafe("http://h/a b\r\n\"<>`\u{7F}"), "http://h/a%20b%0D%0A%22%3C%3E%60%7F")

@@ -240,6 +240,8 @@ final class EventLogTests: XCTestCase {
             (.mfaEnrolled(uid: "u1", mfaEnrollmentId: "e1", phoneNumber: "+1555"), #""uid":"u1","mfaEnrollmentId":"e1","phoneNumber":"+1555","factorId":"phone""#),
             (.mfaWithdrawn(uid: "u1", mfaEnrollmentId: "e1"), #""uid":"u1","mfaEnrollmentId":"e1""#),
             (.oobSent(email: "a@b.c", requestType: "VERIFY_EMAIL", oobCode: "c<o>de\n"), #""email":"a@b.c","requestType":"VERIFY_EMAIL","oobCode":"c<o>de\n""#),
+            (.idpTokenRevoked(uid: "u1", providerId: "apple.com", tokenType: "ACCESS_TOKEN"),
+             #""uid":"u1","providerId":"apple.com","tokenType":"ACCESS_TOKEN""#),
             (.blockingFunctionCalled(event: "beforeSignIn", uri: "http://h/f", durationMs: 12, outcome: "ok"),
              #""event":"beforeSignIn","uri":"http://h/f","durationMs":12,"outcome":"ok""#),
             (.sessionCookieCreated(uid: "u1", expiresIn: 300), #""uid":"u1","expiresIn":300"#),

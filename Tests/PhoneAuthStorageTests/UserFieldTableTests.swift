@@ -120,6 +120,7 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         u.providerUserInfo = [ProviderUserInfo(providerId: "google.com", rawId: "g-1", federatedId: "g-1", displayName: "G", email: "g@example.com")]
         u.emailLinkSignin = true
         u.screenName = "full_user"
+        u.initialEmail = "first@example.com"
         let t = UserFieldTable.standard
         // The journal keeps every field exactly.
         XCTAssertEqual(t.record(fromJournal: t.journalObject(u)), u)
@@ -127,7 +128,7 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         let wire = try XCTUnwrap(t.render(u).objectValue)
         XCTAssertEqual(wire.keys, ["localId", "email", "emailVerified", "displayName", "photoUrl", "phoneNumber", "disabled", "providerUserInfo",
                                    "customAttributes", "validSince", "lastLoginAt", "createdAt", "lastRefreshAt", "tenantId", "passwordHash", "salt",
-                                   "passwordUpdatedAt", "emailLinkSignin", "screenName", "mfaInfo"])
+                                   "passwordUpdatedAt", "emailLinkSignin", "screenName", "mfaInfo", "initialEmail"])
         XCTAssertEqual(wire["createdAt"], "1700000000123")
         XCTAssertEqual(wire["validSince"], "1700000000")
         XCTAssertEqual(wire["lastRefreshAt"], "2023-11-14T22:13:22.500Z")
