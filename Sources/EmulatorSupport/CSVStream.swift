@@ -30,18 +30,7 @@ public final class CSVRowReader {
     deinit { buf.deallocate() }
 
     private func byte() throws(JSONStreamError) -> UInt8? {
-        if pos == end {
-            if atEnd { return nil }
-            base += end
-            pos = 0
-            end = 0
-            let n: Int
-            do { n = try source.read(into: UnsafeMutableRawBufferPointer(buf)) } catch {
-                throw JSONStreamError(message: "cannot read: \(error)", offset: base, line: line, record: nil)
-            }
-            if n == 0 { atEnd = true; return nil }
-            end = n
-        }
+        guard try peekAfterRefill() else { return nil }
         let b = buf[pos]
         pos += 1
         return b
