@@ -75,35 +75,106 @@ public struct SessionID: Hashable, Sendable {
     var shard: Int { Int(truncatingIfNeeded: hi & 63) }
 }
 
-/// What the table stores per session: the session without its id (the id is the key) and without the rare Android
-/// app hash (kept aside), 64 bytes.
+/// What the table stores per session, 56 bytes with its id and no heap allocation: the number's digits and the
+/// code's packed into integers (the rare number or code that does not pack is kept aside, as the Android app hash),
+/// the flags in the bits above the number's.
 struct SessionRecord: Sendable {
-    let phoneNumber: String
-    let code: String
+    let id: SessionID
+    /// The low 50 bits: the number's digits (`PhoneIndex.pack`), 0 when it does not pack (it is in the extras);
+    /// then fictional (bit 50), the kind (51–52), removed (53) and the code's length (54–57; 0: in the extras).
+    private(set) var bits: UInt64
     let createdAt: Int64
     /// 0: never.
     let expiresAt: Int64
     let sequence: UInt64
+    /// The code's digits (up to 9), when its length is in `bits`.
+    let codeDigits: UInt32
     /// -1: unlimited.
     var attemptsLeft: Int32
-    let fictional: Bool
-    let kind: VerificationSession.Kind
 
-    init(_ s: VerificationSession) {
-        phoneNumber = s.phoneNumber
-        code = s.code
+    static let phoneMask: UInt64 = (1 << 50) - 1
+    static let fictionalBit: UInt64 = 1 << 50
+    static let kindShift: UInt64 = 51
+    static let removedBit: UInt64 = 1 << 53
+    static let codeLengthShift: UInt64 = 54
+
+    /// `packedPhone`: `PhoneIndex.pack(s.phoneNumber)` (0: it does not pack); the code packs when it is 1–9 ASCII digits.
+    init(_ s: VerificationSession, packedPhone: UInt64) {
+        id = s.id
+        var code = s.code
+        let (digits, length) = code.withUTF8 { u -> (UInt32, UInt64) in
+            guard u.count >= 1, u.count <= 9 else { return (0, 0) }
+            var v: UInt32 = 0
+            for c in u {
+                let d = c &- UInt8(ascii: "0")
+                guard d <= 9 else { return (0, 0) }
+                v = v * 10 + UInt32(d)
+            }
+            return (v, UInt64(u.count))
+        }
+        codeDigits = digits
+        let kind: UInt64 = switch s.kind {
+        case .signIn: 0
+        case .mfaEnrollment: 1
+        case .mfaSignIn: 2
+        }
+        bits = packedPhone | (s.fictional ? Self.fictionalBit : 0) | kind << Self.kindShift | length << Self.codeLengthShift
         createdAt = s.createdAt
         expiresAt = s.expiresAt ?? 0
         sequence = s.sequence
         attemptsLeft = s.attemptsLeft ?? -1
-        fictional = s.fictional
-        kind = s.kind
     }
 
-    func session(_ id: SessionID, appSignatureHash: String?) -> VerificationSession {
-        VerificationSession(id: id, phoneNumber: phoneNumber, code: code, createdAt: createdAt, expiresAt: expiresAt == 0 ? nil : expiresAt,
-                            attemptsLeft: attemptsLeft < 0 ? nil : Int(attemptsLeft), fictional: fictional, kind: kind,
-                            appSignatureHash: appSignatureHash, sequence: sequence)
+    /// 0: the number did not pack.
+    var packedPhone: UInt64 { bits & Self.phoneMask }
+    var codePacked: Bool { bits >> Self.codeLengthShift & 0xF != 0 }
+    var removed: Bool { bits & Self.removedBit != 0 }
+    mutating func markRemoved() { bits |= Self.removedBit }
+
+    var kind: VerificationSession.Kind {
+        switch bits >> Self.kindShift & 3 {
+        case 0: .signIn
+        case 1: .mfaEnrollment
+        default: .mfaSignIn
+        }
+    }
+
+    /// The number, when it packed: `+` and its digits.
+    var phoneText: String {
+        var v = packedPhone
+        var digits = 1
+        var t = v / 10
+        while t > 0 { digits += 1; t /= 10 }
+        return Self.ascii(count: digits + 1) { p in
+            p[0] = UInt8(ascii: "+")
+            for k in stride(from: digits, through: 1, by: -1) {
+                p[k] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+                v /= 10
+            }
+        }
+    }
+
+    /// The code, when it packed: its digits, leading zeros included.
+    var codeText: String {
+        let length = Int(bits >> Self.codeLengthShift & 0xF)
+        var v = codeDigits
+        return Self.ascii(count: length) { p in
+            for k in stride(from: length - 1, through: 0, by: -1) {
+                p[k] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+                v /= 10
+            }
+        }
+    }
+
+    /// A string of at most 16 ASCII bytes written by `fill`, made from a stack buffer (a small string: no heap for up
+    /// to 15 bytes; cheaper than `String(unsafeUninitializedCapacity:)`).
+    @inline(__always) private static func ascii(count: Int, _ fill: (UnsafeMutablePointer<UInt8>) -> Void) -> String {
+        var raw: (UInt64, UInt64) = (0, 0)
+        return withUnsafeMutableBytes(of: &raw) { b in
+            let p = b.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            fill(p)
+            return String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self)
+        }
     }
 }
 
@@ -170,6 +241,16 @@ struct PhoneIndex: Sendable {
         set { if let k = Self.pack(phone) { packed[k] = newValue } else { other[phone] = newValue } }
     }
 
+    /// A number's list by a record's key: its packed digits, or (0) the number itself.
+    subscript(packed k: UInt64, other phone: String) -> PhoneSessions? {
+        get { k != 0 ? packed[k] : other[phone] }
+        set { if k != 0 { packed[k] = newValue } else { other[phone] = newValue } }
+    }
+
+    mutating func take(packed k: UInt64, other phone: String) -> PhoneSessions? {
+        k != 0 ? packed.removeValue(forKey: k) : other.removeValue(forKey: phone)
+    }
+
     /// Removes and returns a number's list (so it can be changed without copying).
     mutating func take(_ phone: String) -> PhoneSessions? {
         if let k = Self.pack(phone) { return packed.removeValue(forKey: k) }
@@ -177,11 +258,22 @@ struct PhoneIndex: Sendable {
     }
 }
 
-/// A run of the creation order: (sequence, id) pairs sorted by sequence; removed ones stay until compacted.
-struct OrderChunk: Sendable {
+/// A session's fields that most sessions do not have (nil), kept beside its record.
+struct SessionExtras: Sendable {
+    var appSignatureHash: String?
+    var owner: String?
+    var delivery: SMSDelivery?
+    /// The number or the code, when it does not pack into the record.
+    var phoneNumber: String?
+    var code: String?
+}
+
+/// A run of the creation order holding the sessions themselves, sorted by sequence; removed ones stay (marked) until
+/// more than half are, then the chunk is compacted.
+struct LogChunk: Sendable {
     static let capacity = 4096
-    var entries: [(sequence: UInt64, id: SessionID)]
-    var live: Int
+    var entries: [SessionRecord] = []
+    var live = 0
     var firstSequence: UInt64 { entries[0].sequence }
     var lastSequence: UInt64 { entries[entries.count - 1].sequence }
 }
@@ -193,57 +285,111 @@ public struct SessionPage: Sendable {
     public let nextAfter: UInt64?
 }
 
-/// Pending sessions in 64 shards: growing or compacting one shard never copies more than 1/64 of the table while
-/// the store lock is held, and expired sessions are swept one shard at a time.
+/// Pending sessions, kept in creation order in chunks (the log, 56 bytes a session) and found by id through 64 shards
+/// of id → (chunk slot, offset) (24 bytes a bucket): growing or compacting one shard never copies more than 1/64 of
+/// the ids while the store lock is held, and expired sessions are swept one shard at a time.
 ///
-/// Two indexes keep every read O(result): the creation order (chunks of (sequence, id), for the unfiltered inbox and
-/// its paging) and each number's sessions (for `?phoneNumber=`, `:wait` and deletes by number). Both are updated on
-/// every insert and removal (sign-in, expiry, sweep, clear); removals are lazy and compacted in amortised O(1).
+/// Reads are O(result): the log is the creation order (the unfiltered inbox and its paging) and each number has its
+/// sessions' ids (`?phoneNumber=`, `:wait` and deletes by number). Both are updated on every insert and removal
+/// (sign-in, expiry, sweep, clear); removals mark the log entry and leave the number's list stale, and either is
+/// compacted once more than half of it is, in amortised O(1).
 public struct SessionTable: Sendable {
     static let shardCount = 64
-    private var shards: [[SessionID: SessionRecord]] = Array(repeating: [:], count: shardCount)
+    /// id → its chunk's slot << 16 | its offset in the chunk.
+    private var shards: [[SessionID: UInt64]] = Array(repeating: [:], count: shardCount)
     private var cursor = 0
     public private(set) var count = 0
-    private var order: [OrderChunk] = []
+    /// The log's chunks by slot: a chunk keeps its slot while it lives; freed slots are reused.
+    private var chunks: [LogChunk] = []
+    private var freeSlots: [Int] = []
+    /// The slots of the log's chunks, in creation order.
+    private var order: [Int] = []
+    /// The buffer of the last chunk dropped when it was the newest, emptied, for the next new chunk: a table that
+    /// empties and fills again (one sign-in after each send) reuses it instead of allocating a chunk each time.
+    private var spare: [SessionRecord] = []
     private var phones = PhoneIndex()
-    /// Android SMS Retriever hashes, for the few sessions that have one.
-    private var appHashes: [SessionID: String] = [:]
-    /// The users MFA sessions were sent for (`VerificationSession.owner`), for the sessions that have one.
-    private var owners: [SessionID: String] = [:]
-    /// How SMS travel, for the sessions whose SMS is late, lost or not in English.
-    private var deliveries: [SessionID: SMSDelivery] = [:]
-
-    /// The session stored as `r` under `id`, with its side-table fields.
-    private func full(_ id: SessionID, _ r: SessionRecord) -> VerificationSession {
-        var s = r.session(id, appSignatureHash: appHashes.isEmpty ? nil : appHashes[id])
-        if !owners.isEmpty { s.owner = owners[id] }
-        if !deliveries.isEmpty { s.delivery = deliveries[id] }
-        return s
-    }
+    /// What the few sessions with an Android app hash, an owner, a non-default delivery, a number or a code that
+    /// does not pack have besides their record.
+    private var extras: [SessionID: SessionExtras] = [:]
 
     public init() {}
 
+    @inline(__always) private static func handle(_ slot: Int, _ offset: Int) -> UInt64 { UInt64(slot) << 16 | UInt64(offset) }
+
+    /// The stored record of a pending session.
+    @inline(__always) private func record(_ id: SessionID) -> SessionRecord? {
+        guard let h = shards[id.shard][id] else { return nil }
+        return chunks[Int(h >> 16)].entries[Int(h & 0xFFFF)]
+    }
+
+    /// The session stored as `r`, with its side-table fields.
+    private func full(_ r: SessionRecord) -> VerificationSession {
+        let e = extras.isEmpty ? nil : extras[r.id]
+        var s = VerificationSession(id: r.id, phoneNumber: r.packedPhone != 0 ? r.phoneText : e?.phoneNumber ?? "",
+                                    code: r.codePacked ? r.codeText : e?.code ?? "", createdAt: r.createdAt,
+                                    expiresAt: r.expiresAt == 0 ? nil : r.expiresAt, attemptsLeft: r.attemptsLeft < 0 ? nil : Int(r.attemptsLeft),
+                                    fictional: r.bits & SessionRecord.fictionalBit != 0, kind: r.kind,
+                                    appSignatureHash: e?.appSignatureHash, sequence: r.sequence)
+        if let e {
+            s.owner = e.owner
+            s.delivery = e.delivery
+        }
+        return s
+    }
+
+    /// Whether `r` is a session of `phone` (`packed`: `PhoneIndex.pack(phone)`).
+    @inline(__always) private func isFor(_ r: SessionRecord, _ phone: String, packed: UInt64?) -> Bool {
+        if let packed { return r.packedPhone == packed }
+        return r.packedPhone == 0 && extras[r.id]?.phoneNumber == phone
+    }
+
     public subscript(id: SessionID) -> VerificationSession? {
-        get { shards[id.shard][id].map { full(id, $0) } }
+        get { record(id).map { full($0) } }
         set {
-            if let s = newValue {
-                let record = SessionRecord(s)
-                if let old = shards[id.shard].updateValue(record, forKey: id) {
-                    // An update (attempts left). A changed number or sequence would be a new session: re-index it.
-                    if old.phoneNumber != record.phoneNumber || old.sequence != record.sequence {
-                        unindex(id, old)
-                        index(id, record)
-                    }
-                } else {
-                    count += 1
-                    index(id, record)
-                }
-                if let h = s.appSignatureHash { appHashes[id] = h } else if !appHashes.isEmpty { appHashes[id] = nil }
-                if let o = s.owner { owners[id] = o } else if !owners.isEmpty { owners[id] = nil }
-                if let d = s.delivery { deliveries[id] = d } else if !deliveries.isEmpty { deliveries[id] = nil }
-            } else {
+            guard let s = newValue else {
                 remove(id)
+                return
             }
+            let packed = PhoneIndex.pack(s.phoneNumber)
+            let record = SessionRecord(s, packedPhone: packed ?? 0)
+            var update = false
+            // What sends do: a new session, newer than every other, into the newest chunk — one dictionary operation.
+            var known: UInt64? = nil
+            if let slot = order.last, chunks[slot].entries.count < LogChunk.capacity, chunks[slot].lastSequence < record.sequence {
+                known = shards[id.shard].updateValue(Self.handle(slot, chunks[slot].entries.count), forKey: id)
+                if known == nil {
+                    setExtras(s, id, packed: packed, record)
+                    count += 1
+                    chunks[slot].entries.append(record)
+                    chunks[slot].live += 1
+                    indexPhone(id, record.sequence, fresh: true, phone: s.phoneNumber, packed: packed ?? 0)
+                    return
+                }
+                shards[id.shard][id] = known
+            }
+            if let h = known ?? shards[id.shard][id] {
+                let slot = Int(h >> 16), offset = Int(h & 0xFFFF)
+                let old = chunks[slot].entries[offset]
+                if old.sequence == record.sequence && isFor(old, s.phoneNumber, packed: packed) {
+                    // An update (attempts left).
+                    chunks[slot].entries[offset] = record
+                    update = true
+                } else {
+                    // A changed number or sequence is a new session: re-index it.
+                    remove(id)
+                }
+            }
+            setExtras(s, id, packed: packed, record)
+            if !update { insert(record, phone: s.phoneNumber, packed: packed ?? 0) }
+        }
+    }
+
+    @inline(__always) private mutating func setExtras(_ s: VerificationSession, _ id: SessionID, packed: UInt64?, _ record: SessionRecord) {
+        if s.appSignatureHash != nil || s.owner != nil || s.delivery != nil || packed == nil || !record.codePacked {
+            extras[id] = SessionExtras(appSignatureHash: s.appSignatureHash, owner: s.owner, delivery: s.delivery,
+                                       phoneNumber: packed == nil ? s.phoneNumber : nil, code: record.codePacked ? nil : s.code)
+        } else if !extras.isEmpty {
+            extras[id] = nil
         }
     }
 
@@ -252,27 +398,36 @@ public struct SessionTable: Sendable {
     /// Removes one session, as setting it to nil, in one lookup; false if there was none.
     @discardableResult
     public mutating func remove(_ id: SessionID) -> Bool {
-        guard let old = shards[id.shard].removeValue(forKey: id) else { return false }
+        guard let h = shards[id.shard].removeValue(forKey: id) else { return false }
         count -= 1
-        unindex(id, old)
-        if !appHashes.isEmpty { appHashes[id] = nil }
-        if !owners.isEmpty { owners[id] = nil }
-        if !deliveries.isEmpty { deliveries[id] = nil }
+        let slot = Int(h >> 16), offset = Int(h & 0xFFFF)
+        chunks[slot].entries[offset].markRemoved()
+        chunks[slot].live -= 1
+        let packed = chunks[slot].entries[offset].packedPhone
+        let e = extras.isEmpty ? nil : extras.removeValue(forKey: id)
+        unindexLog(slot)
+        unindexPhone(id, packed: packed, other: e?.phoneNumber)
         return true
     }
 
-    /// Every pending session, in no particular order.
+    /// Every pending session, in creation order.
     public var values: [VerificationSession] {
-        shards.flatMap { $0.map { full($0.key, $0.value) } }
+        var out: [VerificationSession] = []
+        out.reserveCapacity(count)
+        for slot in order {
+            for r in chunks[slot].entries where !r.removed { out.append(full(r)) }
+        }
+        return out
     }
 
     public mutating func removeAll() {
         shards = Array(repeating: [:], count: Self.shardCount)
+        chunks = []
+        freeSlots = []
         order = []
+        spare = []
         phones = PhoneIndex()
-        appHashes = [:]
-        owners = [:]
-        deliveries = [:]
+        extras = [:]
         count = 0
     }
 
@@ -285,18 +440,18 @@ public struct SessionTable: Sendable {
         var visits = 0
         defer { noteVisits(visits) }
         while c < order.count {
-            let chunk = order[c]
+            let entries = chunks[order[c]].entries
             var i = 0
-            if let after, chunk.firstSequence <= after {
-                i = firstIndex(in: chunk.entries, after: after)
+            if let after, entries[0].sequence <= after {
+                i = firstIndex(in: entries, after: after)
             }
-            while i < chunk.entries.count {
-                let e = chunk.entries[i]
+            while i < entries.count {
+                let r = entries[i]
                 i += 1
                 visits += 1
-                guard let r = shards[e.id.shard][e.id], r.sequence == e.sequence else { continue }
+                if r.removed { continue }
                 if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
-                out.append(full(e.id, r))
+                out.append(full(r))
             }
             c += 1
         }
@@ -306,16 +461,16 @@ public struct SessionTable: Sendable {
     /// One number's pending sessions in creation order with a sequence above `after`, at most `limit`; O(result).
     public func page(phone: String, after: UInt64? = nil, limit: Int) -> SessionPage {
         guard let list = phones[phone] else { return SessionPage(sessions: [], nextAfter: nil) }
+        let packed = PhoneIndex.pack(phone)
         var out: [VerificationSession] = []
         var visits = 0
         defer { noteVisits(visits) }
         for i in 0..<list.total {
-            let id = list[i]
             visits += 1
-            guard let r = shards[id.shard][id], r.phoneNumber == phone else { continue }
+            guard let r = record(list[i]), isFor(r, phone, packed: packed) else { continue }
             if let after, r.sequence <= after { continue }
             if out.count == limit { return SessionPage(sessions: out, nextAfter: out.last?.sequence) }
-            out.append(full(id, r))
+            out.append(full(r))
         }
         return SessionPage(sessions: out, nextAfter: nil)
     }
@@ -324,13 +479,13 @@ public struct SessionTable: Sendable {
     /// `deliveredBy`: only a session whose SMS has arrived by then (the inbox's view).
     public func newest(phone: String, deliveredBy now: Int64? = nil) -> VerificationSession? {
         guard let list = phones[phone] else { return nil }
+        let packed = PhoneIndex.pack(phone)
         var visits = 0
         defer { noteVisits(visits) }
         for i in stride(from: list.total - 1, through: 0, by: -1) {
-            let id = list[i]
             visits += 1
-            if let r = shards[id.shard][id], r.phoneNumber == phone {
-                let s = full(id, r)
+            if let r = record(list[i]), isFor(r, phone, packed: packed) {
+                let s = full(r)
                 if let now, !s.isDelivered(now: now) { continue }
                 return s
             }
@@ -346,36 +501,35 @@ public struct SessionTable: Sendable {
     /// Removes every session matching `shouldRemove` (a full scan: not for request paths) and returns them.
     public mutating func remove(where shouldRemove: (VerificationSession) -> Bool) -> [VerificationSession] {
         let gone = values.filter(shouldRemove)
-        for g in gone { self[g.id] = nil }
+        for g in gone { remove(g.id) }
         return gone
     }
 
     /// Removes one number's pending sessions and returns them (creation order); O(result).
     public mutating func removeAll(phone: String) -> [VerificationSession] {
         let gone = page(phone: phone, limit: .max).sessions
-        for s in gone { self[s.id] = nil }
+        for s in gone { remove(s.id) }
         return gone
     }
 
     /// Removes expired sessions from the oldest on, and returns them: sessions expire in about the order they were
     /// made (one TTL per store), so this stops at the first one still live that expires; sessions that never expire
-    /// are stepped over. At most `maxVisits` index entries are looked at, so its cost is O(what it removes) and
+    /// are stepped over. At most `maxVisits` log entries are looked at, so its cost is O(what it removes) and
     /// bounded — what the session cap needs on every refused send.
     public mutating func sweepExpiredOldest(now: Int64, maxVisits: Int) -> [VerificationSession] {
         var gone: [VerificationSession] = []
         var visits = 0
         var c = 0, i = 0
         scan: while c < order.count, visits < maxVisits {
-            let entries = order[c].entries
+            let entries = chunks[order[c]].entries
             while i < entries.count {
                 guard visits < maxVisits else { break scan }
-                let e = entries[i]
+                let r = entries[i]
                 i += 1
                 visits += 1
-                guard let r = shards[e.id.shard][e.id], r.sequence == e.sequence else { continue }
-                if r.expiresAt == 0 { continue }
+                if r.removed || r.expiresAt == 0 { continue }
                 if r.expiresAt > now { break scan }
-                gone.append(full(e.id, r))
+                gone.append(full(r))
             }
             c += 1
             i = 0
@@ -394,9 +548,12 @@ public struct SessionTable: Sendable {
     public mutating func sweepNextShardSessions(now: Int64) -> [VerificationSession] {
         let i = cursor
         cursor = (cursor + 1) % Self.shardCount
-        let expired = shards[i].filter { $0.value.expiresAt != 0 && $0.value.expiresAt <= now }.map(\.key)
-        let gone = expired.compactMap { self[$0] }
-        for id in expired { self[id] = nil }
+        var gone: [VerificationSession] = []
+        for (_, h) in shards[i] {
+            let r = chunks[Int(h >> 16)].entries[Int(h & 0xFFFF)]
+            if r.expiresAt != 0 && r.expiresAt <= now { gone.append(full(r)) }
+        }
+        for s in gone { remove(s.id) }
         if shards[i].capacity > 64 && shards[i].count * 4 < shards[i].capacity {
             shards[i] = Dictionary(uniqueKeysWithValues: shards[i].map { ($0.key, $0.value) })
         }
@@ -405,108 +562,162 @@ public struct SessionTable: Sendable {
 
     // MARK: indexes
 
-    private mutating func index(_ id: SessionID, _ r: SessionRecord) {
+    private mutating func insert(_ r: SessionRecord, phone: String, packed: UInt64) {
+        count += 1
+        let id = r.id, seq = r.sequence
         // Creation order: sends append; only sessions restored from disk (or by a rollback) can arrive out of order.
-        let seq = r.sequence
-        // A rolled-back removal re-inserts a session whose index entries may still be there (removals are lazy): they
-        // are live again, never added twice. Only a session that is not newer than every other can have them.
-        let fresh = order.last.map { $0.lastSequence < seq } ?? true
-        if !fresh, let c = chunk(holding: seq, id) {
-            order[c].live += 1
-        } else if let last = order.last, last.lastSequence > seq {
-            let c = chunkIndex(containing: seq)
-            order[c].entries.insert((seq, id), at: firstIndex(in: order[c].entries, after: seq))
-            order[c].live += 1
-            if order[c].entries.count > 2 * OrderChunk.capacity { splitChunk(c) }
-        } else if let last = order.last, last.entries.count < OrderChunk.capacity {
-            order[order.count - 1].entries.append((seq, id))
-            order[order.count - 1].live += 1
+        let fresh = order.last.map { chunks[$0].lastSequence < seq } ?? true
+        if fresh {
+            var slot = order.last ?? -1
+            if slot < 0 || chunks[slot].entries.count >= LogChunk.capacity {
+                slot = newChunk(at: order.count)
+                if spare.capacity > 0 {
+                    swap(&chunks[slot].entries, &spare)
+                } else {
+                    chunks[slot].entries.reserveCapacity(LogChunk.capacity)
+                }
+            }
+            shards[id.shard][id] = Self.handle(slot, chunks[slot].entries.count)
+            chunks[slot].entries.append(r)
+            chunks[slot].live += 1
+        } else if let (slot, offset) = removedEntry(seq, id) {
+            // A rolled-back removal re-inserts a session whose log entry may still be there (removals are lazy): it
+            // is live again, never added twice.
+            chunks[slot].entries[offset] = r
+            chunks[slot].live += 1
+            shards[id.shard][id] = Self.handle(slot, offset)
         } else {
-            var entries: [(sequence: UInt64, id: SessionID)] = []
-            entries.reserveCapacity(OrderChunk.capacity)
-            entries.append((seq, id))
-            order.append(OrderChunk(entries: entries, live: 1))
+            // Before the first later entry; the entries after it move, and so their handles.
+            let c = chunkIndex(containing: seq)
+            let slot = order[c]
+            let at = firstIndex(in: chunks[slot].entries, after: seq)
+            chunks[slot].entries.insert(r, at: at)
+            chunks[slot].live += 1
+            rehandle(slot, from: at)
+            if chunks[slot].entries.count > 2 * LogChunk.capacity { splitChunk(c) }
         }
-        // The number's list.
-        guard var list = phones.take(r.phoneNumber) else {
-            phones[r.phoneNumber] = .one(id)
+        indexPhone(id, seq, fresh: fresh, phone: phone, packed: packed)
+    }
+
+    /// Adds `id` (of sequence `seq`) to its number's list; `fresh`: newer than every other session.
+    private mutating func indexPhone(_ id: SessionID, _ seq: UInt64, fresh: Bool, phone: String, packed: UInt64) {
+        guard var list = phones.take(packed: packed, other: phone) else {
+            phones[packed: packed, other: phone] = .one(id)
             return
         }
         var ids = list.ids
         let live = list.live
         list = .one(id)  // drops the enum's reference: `ids` is unique, so appending does not copy it
         if !fresh, ids.contains(id) {
-            phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live + 1))
+            phones[packed: packed, other: phone] = .many(ids, live: Int32(clamping: live + 1))
             return
         }
-        let lastID = ids[ids.count - 1]
-        if let last = shards[lastID.shard][lastID], last.sequence > seq {
+        if let last = record(ids[ids.count - 1]), last.sequence > seq {
             // Out of order (never from sends; restores insert in creation order): before the first later entry.
-            let shards = self.shards
-            ids.insert(id, at: ids.firstIndex { $0 != id && (shards[$0.shard][$0]?.sequence ?? 0) > seq } ?? ids.count)
+            ids.insert(id, at: ids.firstIndex { $0 != id && (record($0)?.sequence ?? 0) > seq } ?? ids.count)
         } else {
             ids.append(id)
         }
-        phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live + 1))
+        phones[packed: packed, other: phone] = .many(ids, live: Int32(clamping: live + 1))
     }
 
-    /// Called after `id` left the shards.
-    private mutating func unindex(_ id: SessionID, _ r: SessionRecord) {
-        if let c = chunk(holding: r.sequence, id) {
-            order[c].live -= 1
-            if order[c].live <= 0 {
-                order.remove(at: c)
-            } else if order[c].entries.count > 64 && order[c].live * 2 < order[c].entries.count {
-                let shards = self.shards
-                noteVisits(order[c].entries.count)
-                order[c].entries.removeAll { e in shards[e.id.shard][e.id]?.sequence != e.sequence }
-                order[c].live = order[c].entries.count
+    /// After an entry of chunk `slot` was marked removed: drops the chunk when none is live, compacts it when more
+    /// than half are removed (and gives memory back when it is mostly unused).
+    private mutating func unindexLog(_ slot: Int) {
+        if chunks[slot].live <= 0 {
+            let newest = order.last == slot
+            if let c = order.lastIndex(of: slot) { order.remove(at: c) }
+            var entries: [SessionRecord] = []
+            swap(&entries, &chunks[slot].entries)
+            chunks[slot].live = 0
+            if newest && entries.capacity <= 2 * LogChunk.capacity {
+                entries.removeAll(keepingCapacity: true)
+                spare = entries
             }
+            freeSlots.append(slot)
+        } else if chunks[slot].entries.count > 64 && chunks[slot].live * 2 < chunks[slot].entries.count {
+            noteVisits(chunks[slot].entries.count)
+            chunks[slot].entries.removeAll { $0.removed }
+            if chunks[slot].entries.capacity > 4 * chunks[slot].entries.count + 256 && slot != order.last {
+                chunks[slot].entries = Array(chunks[slot].entries[...])
+            }
+            rehandle(slot, from: 0)
         }
-        guard var list = phones.take(r.phoneNumber) else { return }
+    }
+
+    /// Called after `id` left the shards: its number's list (`packed`, or `other` when 0).
+    private mutating func unindexPhone(_ id: SessionID, packed: UInt64, other: String?) {
+        guard var list = phones.take(packed: packed, other: other ?? "") else { return }
         let live = list.live - 1
         guard live > 0, case .many(var ids, _) = list else { return }
         list = .one(id)  // drops the enum's reference to `ids`
         if ids.count > 8 && live * 2 < ids.count {
             noteVisits(ids.count)
-            ids.removeAll { shards[$0.shard][$0]?.phoneNumber != r.phoneNumber }
+            ids.removeAll { i in
+                guard let r = record(i) else { return true }
+                return packed != 0 ? r.packedPhone != packed : r.packedPhone != 0 || extras[i]?.phoneNumber != other
+            }
             guard !ids.isEmpty else { return }
-            phones[r.phoneNumber] = ids.count == 1 ? .one(ids[0]) : .many(ids, live: Int32(clamping: ids.count))
+            phones[packed: packed, other: other ?? ""] = ids.count == 1 ? .one(ids[0]) : .many(ids, live: Int32(clamping: ids.count))
         } else {
-            phones[r.phoneNumber] = .many(ids, live: Int32(clamping: live))
+            phones[packed: packed, other: other ?? ""] = .many(ids, live: Int32(clamping: live))
         }
     }
 
-    /// The chunk whose entries hold (sequence, id), if any.
-    private func chunk(holding sequence: UInt64, _ id: SessionID) -> Int? {
+    /// A free slot for a new chunk, placed at `position` in the creation order.
+    private mutating func newChunk(at position: Int) -> Int {
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+        } else {
+            slot = chunks.count
+            chunks.append(LogChunk())
+        }
+        order.insert(slot, at: position)
+        return slot
+    }
+
+    /// Points the shards at the live entries of chunk `slot` from `start` on (after they moved).
+    private mutating func rehandle(_ slot: Int, from start: Int) {
+        var i = start
+        while i < chunks[slot].entries.count {
+            let r = chunks[slot].entries[i]
+            if !r.removed { shards[r.id.shard][r.id] = Self.handle(slot, i) }
+            i += 1
+        }
+    }
+
+    /// The removed log entry of (sequence, id), if it is still there.
+    private func removedEntry(_ sequence: UInt64, _ id: SessionID) -> (slot: Int, offset: Int)? {
         guard !order.isEmpty else { return nil }
         var c = chunkIndex(containing: sequence)
         // Equal sequences (never from sends) could straddle a chunk boundary: look back while they might.
         while c >= 0 {
-            let entries = order[c].entries
+            let entries = chunks[order[c]].entries
             var i = firstIndex(in: entries, after: sequence) - 1
             while i >= 0 && entries[i].sequence == sequence {
-                if entries[i].id == id { return c }
+                if entries[i].id == id && entries[i].removed { return (order[c], i) }
                 i -= 1
             }
-            guard c > 0, order[c].firstSequence == sequence else { return nil }
+            guard c > 0, entries[0].sequence == sequence else { return nil }
             c -= 1
         }
         return nil
     }
 
-    /// The chunk whose range holds `sequence` (the last chunk starting at or before it; the first chunk if none).
+    /// The position in `order` of the chunk whose range holds `sequence` (the last chunk starting at or before it; the
+    /// first chunk if none).
     private func chunkIndex(containing sequence: UInt64) -> Int {
         var lo = 0, hi = order.count
         while lo < hi {
             let mid = (lo + hi) / 2
-            if order[mid].firstSequence <= sequence { lo = mid + 1 } else { hi = mid }
+            if chunks[order[mid]].firstSequence <= sequence { lo = mid + 1 } else { hi = mid }
         }
         return max(0, lo - 1)
     }
 
     /// The first position in sorted `entries` whose sequence is above `sequence`.
-    private func firstIndex(in entries: [(sequence: UInt64, id: SessionID)], after sequence: UInt64) -> Int {
+    private func firstIndex(in entries: [SessionRecord], after sequence: UInt64) -> Int {
         var lo = 0, hi = entries.count
         while lo < hi {
             let mid = (lo + hi) / 2
@@ -515,16 +726,16 @@ public struct SessionTable: Sendable {
         return lo
     }
 
+    /// Splits the chunk at position `c` of the creation order in two halves (the second in a new slot).
     private mutating func splitChunk(_ c: Int) {
-        let entries = order[c].entries
+        let slot = order[c]
+        let entries = chunks[slot].entries
         let half = entries.count / 2
-        let shards = self.shards
-        func live(_ part: ArraySlice<(sequence: UInt64, id: SessionID)>) -> Int {
-            part.reduce(0) { $0 + (shards[$1.id.shard][$1.id]?.sequence == $1.sequence ? 1 : 0) }
-        }
-        let a = entries[..<half], b = entries[half...]
-        order[c] = OrderChunk(entries: Array(a), live: live(a))
-        order.insert(OrderChunk(entries: Array(b), live: live(b)), at: c + 1)
+        let a = Array(entries[..<half]), b = Array(entries[half...])
+        let second = newChunk(at: c + 1)
+        chunks[slot] = LogChunk(entries: a, live: a.reduce(0) { $0 + ($1.removed ? 0 : 1) })
+        chunks[second] = LogChunk(entries: b, live: b.reduce(0) { $0 + ($1.removed ? 0 : 1) })
+        rehandle(second, from: 0)
     }
 
     @inline(__always) private func noteVisits(_ n: Int) {

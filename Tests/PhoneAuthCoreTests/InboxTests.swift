@@ -111,6 +111,70 @@ final class InboxIndexTests: XCTestCase {
         XCTAssertEqual(t.newest(phone: "+15550000002"), sessions.last { $0.phoneNumber == "+15550000002" })
     }
 
+    /// Out-of-order inserts into full chunks move entries (and split chunks past twice their size): every session is
+    /// still found by its id, read back whole, and removed cleanly.
+    func testOutOfOrderInsertsIntoFullChunksKeepEveryIdFound() {
+        var t = SessionTable()
+        var rng = SplitMix(seed: 11)
+        let sessions = (0..<20_000).map { session($0, phone: "+1555000000\($0 % 5)") }
+        // In order but every 10th held back, then the held-back ones (older than everything) go in.
+        for s in sessions where s.sequence % 10 != 0 { t[s.id] = s }
+        var late = sessions.filter { $0.sequence % 10 == 0 }
+        late.shuffle(using: &rng)
+        for s in late { t[s.id] = s }
+        XCTAssertEqual(t.page(limit: .max).sessions, sessions)
+        for s in sessions { XCTAssertEqual(t[s.id], s) }
+        for s in sessions where s.sequence % 3 == 0 { t[s.id] = nil }
+        let left = sessions.filter { $0.sequence % 3 != 0 }
+        XCTAssertEqual(t.count, left.count)
+        XCTAssertEqual(t.page(limit: .max).sessions, left)
+        for s in left { XCTAssertEqual(t[s.id], s) }
+        XCTAssertEqual(t.page(phone: "+15550000003", limit: .max).sessions, left.filter { $0.phoneNumber == "+15550000003" })
+    }
+
+    /// What a session is stored as (digits packed) reads back exactly: codes with leading zeros, codes and numbers
+    /// that do not pack (kept aside), every kind, fictional, attempts and expiry.
+    func testStoredSessionsReadBackExactly() {
+        var t = SessionTable()
+        let codes = ["123456", "000000", "012345", "9", "999999999", "1234567890", "", "abc123", "12 34", "٣٤٥"]
+        let phones = ["+16505554567", "+1", "+999999999999999", "+0123456", "+12345678901234567", "", "16505554567", "+1650555456x"]
+        let kinds: [VerificationSession.Kind] = [.signIn, .mfaEnrollment, .mfaSignIn]
+        var all: [VerificationSession] = []
+        var n = 0
+        for code in codes {
+            for phone in phones {
+                var bytes = [UInt8](repeating: 0, count: 16)
+                bytes[0] = UInt8(n & 0xFF)
+                bytes[15] = UInt8(n >> 8)
+                var s = VerificationSession(id: SessionID(bytes: bytes), phoneNumber: phone, code: code, createdAt: Int64(n) * 1000 - 5,
+                                            expiresAt: n % 3 == 0 ? nil : Int64(n) * 7, attemptsLeft: n % 4 == 0 ? nil : n % 4,
+                                            fictional: n % 2 == 0, kind: kinds[n % 3], appSignatureHash: nil, sequence: UInt64(n))
+                if n % 5 == 0 { s.owner = "user\(n)" }
+                all.append(s)
+                t[s.id] = s
+                n += 1
+            }
+        }
+        for s in all { XCTAssertEqual(t[s.id], s, "\(s.phoneNumber) \(s.code)") }
+        XCTAssertEqual(t.page(limit: .max).sessions, all)
+        for p in phones { XCTAssertEqual(t.page(phone: p, limit: .max).sessions, all.filter { $0.phoneNumber == p }, p) }
+        // An update keeps what it does not change; a new number or code for the same id replaces it.
+        var s = all[3]
+        s.attemptsLeft = 0
+        t[s.id] = s
+        XCTAssertEqual(t[s.id], s)
+        let moved = VerificationSession(id: s.id, phoneNumber: "+15550009999", code: "x", createdAt: 1, expiresAt: nil, attemptsLeft: nil,
+                                        fictional: false, kind: .signIn, appSignatureHash: "h", sequence: s.sequence)
+        t[s.id] = moved
+        XCTAssertEqual(t[s.id], moved)
+        XCTAssertEqual(t.page(phone: s.phoneNumber, limit: .max).sessions, all.filter { $0.phoneNumber == s.phoneNumber && $0.id != s.id })
+        XCTAssertEqual(t.page(phone: "+15550009999", limit: .max).sessions, [moved])
+        XCTAssertEqual(t.count, all.count)
+        for s in all { t[s.id] = nil }
+        XCTAssertEqual(t.count, 0)
+        XCTAssertTrue(t.page(limit: .max).sessions.isEmpty)
+    }
+
     /// With 200,000 pending sessions, one number's codes, a page, the newest code and a delete by number visit only
     /// about as many index entries as they return.
     func testReadsVisitOnlyWhatTheyReturn() {
