@@ -140,10 +140,12 @@ def http(method, url, body=None):
         return r.status, r.read()
 
 
-def wrk(url, script, duration, connections, threads=2, server_pid=None):
-    """Runs wrk; returns rps, p99 (ms), server CPU µs per request (the server's whole process tree), the share of
+def wrk(url, script, duration, connections, threads=2, server_pid=None, env=None, timeout_s=None):
+    """Runs wrk (with `env` added to its environment: the scripts' parameters; `timeout_s`: wrk's --timeout); returns rps, p99 (ms), server CPU µs per request (the server's whole process tree), the share of
     the machine's CPU used by other processes (noise), and wrk's raw output."""
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", os.path.join(HERE, script), url]
+    if timeout_s:
+        cmd[1:1] = ["--timeout", f"{timeout_s}s"]
     pids = process_tree(server_pid) if server_pid else []
     busy0 = machine_busy_seconds()
     srv0 = tree_cpu_seconds(pids)
@@ -151,7 +153,8 @@ def wrk(url, script, duration, connections, threads=2, server_pid=None):
     cs0 = context_switches_split(server_pid) if server_pid else (0, 0)
     child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60 + (timeout_s or 0),
+                         env={**os.environ, **env} if env else None).stdout
     wall = time.time() - t0
     child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     srv1 = tree_cpu_seconds(pids)
@@ -348,7 +351,8 @@ def memory_with_sessions(target, duration_cap):
         after_expiry = rss_mb(srv.proc.pid)
         http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
         after_clear = rss_mb(srv.proc.pid)
-        return {"idle_mb": idle, "sessions": made, "loaded_mb": loaded, "after_expiry_mb": after_expiry, "after_clear_mb": after_clear}
+        return {"idle_mb": idle, "sessions": made, "loaded_mb": loaded, "after_expiry_mb": after_expiry, "after_clear_mb": after_clear,
+                "bytes_per_session": (loaded - idle) * 1024 * 1024 / max(1, made)}
     finally:
         srv.stop()
 
@@ -384,16 +388,57 @@ def peak_rss_mb(pid):
     return 0.0
 
 
-def import_export_points(n):
-    """`--import` of an n-user firebase-tools export (make_export.py: phone, display name, claims, ~280 bytes a
-    record) against Python's json.load of the same file (the ratio wants >= 1.0: we ingest at least as fast as a JSON
-    parse alone), the peak RSS of that import, and an on-demand export of those users."""
+def count_label(n):
+    return f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
+
+
+def wait_200(url, limit_s=900):
+    """Polls GET / until it answers 200; returns when it did (perf_counter)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit_s:
+        try:
+            with urllib.request.urlopen(url + "/", timeout=30) as r:
+                if r.status == 200:
+                    return time.perf_counter()
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"{url}: no 200 within {limit_s} s")
+
+
+# The reads measured with 1,000 and with N users stored (users_read.lua's BENCH_READ kinds): the console's search
+# (a varying q, and an empty one), and the admin lookups that should stay O(result) (by phone, batchGet pages after a
+# random uid, accounts:query by phone). 4 connections: one console or admin script's view, not a saturated queue.
+USER_READS = (("search", "console user search, varying q"), ("search_empty", "console user search, empty q"),
+              ("lookup", "accounts:lookup by phoneNumber"), ("batchget", "accounts:batchGet page of 100"),
+              ("query", "accounts:query by phoneNumber"))
+READ_CONNECTIONS = 4
+
+
+def flows_of(r, d):
+    return int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
+
+
+def users_at_scale(d, n, reads=True):
+    """The points with n users stored, from one n-user firebase-tools export (make_export.py: phone, display name,
+    claims, ~280 bytes a record):
+    - `--import` of it (process start to the first 200) against Python's json.load of the same file (the ratio wants
+      >= 1.0: we ingest at least as fast as a JSON parse alone), the peak RSS of that import, RSS per user ((RSS after
+      the import - RSS of an idle server) / n), and an on-demand export of those users;
+    - with `reads`: the same import into a `--data-dir`, SIGTERM, and a restart from that data dir (start to the first
+      200, and RSS per user after it); then on that restarted server and on one holding 1,000 users (imported the
+      same way, also with a data dir), side by side: the full flow (flow.lua) in 3 alternating pairs, the ratio
+      flows at n / flows at 1k the median of the pairs' (target >= 0.95), and each of USER_READS at 1k and at n.
+    Returns (rows, summary): rows as scaling()'s, summary a dict for the results JSON."""
     sys.path.insert(0, HERE)
     import make_export
-    rows = []
+    rows, summary = [], {"users": n}
+    k = count_label(n)
+    cap = str(max(n, 200_000))
+    caps = ["--max-users", cap, "--max-users-total", cap]
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         src = os.path.join(tmp, "export")
-        log(f"import/export: writing a {n}-user export …")
+        log(f"users: writing a {n}-user export …")
         path = make_export.write_export(src, n)
         size_mb = os.path.getsize(path) / 1e6
         t = time.perf_counter()
@@ -402,11 +447,16 @@ def import_export_points(n):
         json_s = time.perf_counter() - t
         assert len(parsed["users"]) == n
         del parsed
-        log(f"import/export: importing {size_mb:.0f} MB …")
+        srv = Server()
+        try:
+            wait_200(srv.url)
+            idle = rss_mb(srv.proc.pid)
+        finally:
+            srv.stop()
+        log(f"users: importing {size_mb:.0f} MB …")
         t = time.perf_counter()
-        cap = str(max(n, 200_000))
-        srv = Server("--import", src, "--export-root", tmp, "--max-users", cap, "--max-users-total", cap)
-        import_s = time.perf_counter() - t
+        srv = Server("--import", src, "--export-root", tmp, *caps)
+        import_s = wait_200(srv.url) - t
         try:
             peak = peak_rss_mb(srv.proc.pid)
             rss = rss_mb(srv.proc.pid)
@@ -416,18 +466,98 @@ def import_export_points(n):
             assert json.loads(body)["users"] == n, body
         finally:
             srv.stop()
-    k = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
-    rows.append((f"import {k} users: json.load s / our s (>= 1.0)", json_s / import_s, None, None))
-    rows.append((f"import {k} users ({size_mb:.0f} MB) s", import_s, None, None))
-    rows.append((f"json.load of that file s", json_s, None, None))
-    rows.append((f"peak RSS importing {k} users MB", peak, None, None))
-    rows.append((f"RSS after importing {k} users MB", rss, None, None))
-    rows.append((f"export {k} users s", export_s, None, None))
-    return rows
+        shutil.rmtree(os.path.join(tmp, "out"), ignore_errors=True)
+        per_user = (rss - idle) * 1024 * 1024 / n
+        rows.append((f"import {k} users: json.load s / our s (>= 1.0)", json_s / import_s, None, None))
+        rows.append((f"import {k} users ({size_mb:.0f} MB) s", import_s, None, None))
+        rows.append(("json.load of that file s", json_s, None, None))
+        rows.append((f"peak RSS importing {k} users MB", peak, None, None))
+        rows.append((f"RSS after importing {k} users MB", rss, None, None))
+        rows.append(("RSS idle server MB", idle, None, None))
+        rows.append((f"RSS per user after the import B (target <= 600)", per_user, None, None))
+        rows.append((f"export {k} users s (target <= 5)", export_s, None, None))
+        summary.update({"export_mb": size_mb, "json_load_s": json_s, "import_s": import_s, "import_vs_json_load": json_s / import_s,
+                        "idle_rss_mb": idle, "peak_rss_mb": peak, "rss_after_import_mb": rss, "rss_per_user_bytes": per_user,
+                        "export_s": export_s})
+        if not reads:
+            return rows, summary
+
+        data = os.path.join(tmp, "data")
+        log(f"users: importing {k} users into a --data-dir, then restarting from it …")
+        t = time.perf_counter()
+        srv = Server("--import", src, "--data-dir", data, *caps)
+        import_dd_s = wait_200(srv.url) - t
+        t = time.perf_counter()
+        srv.stop()
+        stop_s = time.perf_counter() - t
+        t = time.perf_counter()
+        big = Server("--data-dir", data, *caps)
+        restart_s = wait_200(big.url) - t
+        small = None
+        try:
+            restart_rss = rss_mb(big.proc.pid)
+            small_src = os.path.join(tmp, "export1k")
+            make_export.write_export(small_src, 1000)
+            small = Server("--import", small_src, "--data-dir", os.path.join(tmp, "data1k"), *caps)
+            wait_200(small.url)
+            rows.append((f"import {k} users into --data-dir s", import_dd_s, None, None))
+            rows.append(("  SIGTERM to exit s", stop_s, None, None))
+            rows.append((f"restart from --data-dir with {k} users, to first 200 s (target <= 2)", restart_s, None, None))
+            rows.append((f"RSS after that restart MB", restart_rss, None, None))
+            rows.append((f"RSS per user after the restart B", (restart_rss - idle) * 1024 * 1024 / n, None, None))
+            summary.update({"import_data_dir_s": import_dd_s, "sigterm_exit_s": stop_s, "restart_first_200_s": restart_s,
+                            "rss_after_restart_mb": restart_rss, "rss_per_user_after_restart_bytes": (restart_rss - idle) * 1024 * 1024 / n})
+
+            log(f"users: full flow with 1k and with {k} users stored, 3 alternating pairs …")
+            pairs = []
+            for _ in range(3):
+                a = wrk(small.url, "flow.lua", d, 64, server_pid=small.proc.pid)
+                b = wrk(big.url, "flow.lua", d, 64, server_pid=big.proc.pid)
+                fa, fb = flows_of(a, d), flows_of(b, d)
+                pairs.append((fb / fa if fa else 0.0, a, b))
+            pairs.sort(key=lambda p: p[0])
+            ratio, a, b = pairs[1]
+            rows.append(("flow with 1k users stored (flows/s)", flows_of(a, d), a["p99_ms"], a["server_cpu_us_per_request"]))
+            rows.append((f"flow with {k} users stored (flows/s)", flows_of(b, d), b["p99_ms"], b["server_cpu_us_per_request"]))
+            rows.append((f"  flow {k} / flow 1k (>= 0.95; median of 3 pairs: "
+                         + ", ".join(f"{p[0]:.2f}" for p in pairs) + ")", ratio, None, None))
+            summary["flow"] = {"ratio": ratio, "pair_ratios": [p[0] for p in pairs],
+                               "at_1k": {"flows_per_s": flows_of(a, d), "p99_ms": a["p99_ms"]},
+                               f"at_{k}": {"flows_per_s": flows_of(b, d), "p99_ms": b["p99_ms"]}}
+            reads_out = {}
+            for kind, label in USER_READS:
+                log(f"users: {label}, 1k vs {k} …")
+                got = {}
+                for name, srv_, users in (("1k", small, 1000), (k, big, n)):
+                    r = wrk(srv_.url, "users_read.lua", d, READ_CONNECTIONS, server_pid=srv_.proc.pid,
+                            env={"BENCH_READ": kind, "BENCH_USERS": str(users)}, timeout_s=30)
+                    if r["non_2xx"] or r["socket_errors"]:
+                        log(f"{label} at {name}: {r['non_2xx']} non-2xx, socket errors: {r['socket_errors'] or 'none'}")
+                    got[name] = r
+                    rows.append((f"{label}, {name} users (req/s)", r["rps"], r["p99_ms"], r["server_cpu_us_per_request"]))
+                rate_ratio = got[k]["rps"] / got["1k"]["rps"] if got["1k"]["rps"] else 0.0
+                rows.append((f"  {k} / 1k req/s (O(result): ~1.0); p99 x", rate_ratio,
+                             got[k]["p99_ms"] / got["1k"]["p99_ms"] if got["1k"]["p99_ms"] else None, None))
+                reads_out[kind] = {"rps_ratio": rate_ratio, **{f"at_{name}": {"rps": r["rps"], "p99_ms": r["p99_ms"], "non_2xx": r["non_2xx"],
+                                                                                "server_cpu_us_per_request": r["server_cpu_us_per_request"]}
+                                                               for name, r in got.items()}}
+            summary["reads"] = reads_out
+        finally:
+            big.stop()
+            if small:
+                small.stop()
+    return rows, summary
+
+
+def import_export_points(n):
+    """--import-only: the import/export points of users_at_scale (no data dir, no reads)."""
+    return users_at_scale(0, n, reads=False)[0]
 
 
 def scaling(d, import_users=1_000_000):
-    """How cost grows with connections, pending sessions and users (bench/run --scaling)."""
+    """How cost grows with connections, pending sessions and users (bench/run --scaling). `import_users` (default
+    1M) is the N of every large point: pending sessions, users imported, the flow and reads with them stored."""
+    n = import_users
     rows = []
     srv = Server()
     try:
@@ -437,39 +567,47 @@ def scaling(d, import_users=1_000_000):
             http("DELETE", srv.url + "/emulator/v1/projects/demo-phone/verificationCodes")
         for c in (16, 64, 256):
             r = wrk(srv.url, "flow.lua", d, c, server_pid=srv.proc.pid)
-            flows = int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
-            rows.append((f"flow, {c} connections (flows/s)", flows, r["p99_ms"], r["server_cpu_us_per_request"]))
+            rows.append((f"flow, {c} connections (flows/s)", flows_of(r, d), r["p99_ms"], r["server_cpu_us_per_request"]))
     finally:
         srv.stop()
     srv = Server()
     try:
+        wait_200(srv.url)
+        idle = rss_mb(srv.proc.pid)
         made = 0
-        while made < 1_000_000:
-            r = wrk(srv.url, "send.lua", 5, 64, server_pid=srv.proc.pid)
-            made += r["requests"]
+        while made < n:
+            r = wrk(srv.url, "send.lua", min(5, max(1, n // 20000)), 64, server_pid=srv.proc.pid)
+            made += r["requests"] - r["non_2xx"]
+        loaded = rss_mb(srv.proc.pid)
         r = wrk(srv.url, "send.lua", d, 64, server_pid=srv.proc.pid)
-        rows.append((f"send with {made // 1000}k sessions pending", r["rps"], r["p99_ms"], r["server_cpu_us_per_request"]))
+        rows.append((f"send with {count_label(made)} sessions pending", r["rps"], r["p99_ms"], r["server_cpu_us_per_request"]))
+        per_session = (loaded - idle) * 1024 * 1024 / made
+        rows.append((f"RSS per pending session B ({count_label(made)}; target <= 150)", per_session, None, None))
+        sessions = {"sessions": made, "idle_rss_mb": idle, "loaded_rss_mb": loaded, "rss_per_session_bytes": per_session}
     finally:
         srv.stop()
+    stored = min(100_000, n)
     srv = Server()
     try:
-        for start in range(0, 100_000, 1000):
+        for start in range(0, stored, 1000):
             users = [{"localId": f"u{i:07d}", "phoneNumber": f"+1555{i:07d}"} for i in range(start, start + 1000)]
             req = urllib.request.Request(srv.url + "/identitytoolkit.googleapis.com/v1/projects/demo-phone/accounts:batchCreate",
                                          data=json.dumps({"users": users}).encode(), method="POST",
                                          headers={"Content-Type": "application/json", "Authorization": "Bearer owner"})
             urllib.request.urlopen(req, timeout=60).read()
         r = wrk(srv.url, "flow.lua", d, 64, server_pid=srv.proc.pid)
-        flows = int(re.search(r"FLOWS (\d+)", r["raw"]).group(1)) / d
-        rows.append(("flow with 100k users stored (flows/s)", flows, r["p99_ms"], r["server_cpu_us_per_request"]))
-        rows.append(("RSS with 100k users MB", rss_mb(srv.proc.pid), None, None))
+        rows.append((f"flow with {count_label(stored)} users stored by batchCreate (flows/s)", flows_of(r, d), r["p99_ms"],
+                     r["server_cpu_us_per_request"]))
+        rows.append((f"RSS with {count_label(stored)} users MB", rss_mb(srv.proc.pid), None, None))
     finally:
         srv.stop()
-    rows += import_export_points(import_users)
-    print(f"\n{'scaling point':45} {'rate':>10} {'p99 ms':>8} {'CPU us/req':>10}")
+    user_rows, users = users_at_scale(d, n)
+    rows += user_rows
+    print(f"\n{'scaling point':78} {'value':>10} {'p99 ms':>8} {'CPU us/req':>10}")
     for name, rate, p99, cpu in rows:
-        print(f"{name:45} {rate:10.1f} {(f'{p99:8.2f}' if p99 is not None else '       -')} {(f'{cpu:10.1f}' if cpu is not None else '         -')}")
-    return [{"point": n, "rate": r, "p99_ms": p, "cpu_us_per_request": c} for n, r, p, c in rows]
+        print(f"{name:78} {rate:10.2f} {(f'{p99:8.2f}' if p99 is not None else '       -')} {(f'{cpu:10.1f}' if cpu is not None else '         -')}")
+    return {"points": [{"point": name, "value": r, "p99_ms": p, "cpu_us_per_request": c} for name, r, p, c in rows],
+            "pending_sessions": sessions, "users": users}
 
 
 def inbox_rates(d, c):
@@ -642,7 +780,8 @@ def main():
     ap.add_argument("--sessions", type=int, default=1_000_000, help="pending sessions for the memory figure")
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--scaling", action="store_true", help="only the scaling points (connections, sessions, users, import/export)")
-    ap.add_argument("--import-users", type=int, default=1_000_000, help="users in the import/export points of --scaling")
+    ap.add_argument("--import-users", type=int, default=1_000_000, help="N of --scaling's large points (default 1M): pending sessions, users imported, the flow and user "
+                         "reads with N stored against 1,000, restart from a data dir; a small N (20000) tests it quickly")
     ap.add_argument("--import-only", action="store_true", help="only the import/export points (with --import-users)")
     ap.add_argument("--inbox", action="store_true", help="only the send rates: fictional vs non-fictional (inbox path)")
     ap.add_argument("--defenses", action="store_true",
@@ -677,10 +816,11 @@ def main():
             print(f"{name:45} {rate:10.2f}")
         return
     if a.scaling:
-        points = scaling(d, a.import_users)
+        result = scaling(d, a.import_users)
         out = os.path.join(HERE, "results", "scaling-" + time.strftime("%Y%m%dT%H%M%S") + ".json")
         with open(out, "w") as f:
-            json.dump({"machine": {"cpus": CPUS}, "points": points}, f, indent=2)
+            json.dump({"machine": {"cpus": CPUS}, "settings": {"duration_s": d, "import_users": a.import_users,
+                                                               "read_connections": READ_CONNECTIONS}, **result}, f, indent=2)
         print(f"written {os.path.relpath(out, ROOT)}")
         return
     results = {"machine": {"cpus": CPUS, "openssl": subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()},
@@ -882,6 +1022,7 @@ def main():
         ("RSA-2048 key generation ms (openssl, median)", kg, "", None),
         ("RSS idle MB (target <= 20)", mem["idle_mb"], "", None),
         ("RSS with %d pending sessions MB (target <= 300)" % mem["sessions"], mem["loaded_mb"], "", None),
+        ("  RSS per pending session B (target <= 150)", mem["bytes_per_session"], "", None),
         ("RSS after they expire (clock + sweep) MB", mem["after_expiry_mb"], "", None),
         ("RSS after DELETE verificationCodes MB", mem["after_clear_mb"], "", None),
     ] + [("blocking: " + name, value, "x the point above" if ratio is not None else "", ratio) for name, value, ratio in blocking_rows] \
