@@ -74,7 +74,7 @@ public enum ExportImport {
     /// grow with the file; atomically (`Files.AtomicFileWriter`). The users are those of one moment: the store's table
     /// is taken by reference under its lock (a writer meanwhile copies it, the export does not).
     static func writeAccounts(_ app: PhoneAuthApp, _ key: StoreKey, into dirFD: Int32, name: String) throws(Files.IOError) -> Int {
-        let users = app.emulator.existingStore(key)?.read { $0.users } ?? [:]
+        let users = app.emulator.existingStore(key)?.read { $0.users } ?? UserTable()
         let ids = users.keys.sorted()
         let file = try Files.AtomicFileWriter(in: dirFD, name: name)
         var out: [UInt8] = []
