@@ -70,7 +70,8 @@ public enum ExportImport {
     }
 
     /// Streams the store's users, sorted by uid, into `name` (`{"kind": …, "users": [...]}`, laid out as
-    /// `prettySerialized` would): one user rendered at a time into a buffer written out each MiB, so memory does not
+    /// `prettySerialized` would): one user written at a time (`ExportRecordWriter`: straight into the bytes, no `JSON`
+    /// built) into a buffer written out each MiB, so memory does not
     /// grow with the file; atomically (`Files.AtomicFileWriter`). The users are those of one moment: the store's table
     /// is taken by reference under its lock (a writer meanwhile copies it, the export does not).
     static func writeAccounts(_ app: PhoneAuthApp, _ key: StoreKey, into dirFD: Int32, name: String) throws(Files.IOError) -> Int {
@@ -80,10 +81,15 @@ public enum ExportImport {
         var out: [UInt8] = []
         out.reserveCapacity(flushBytes + 64 << 10)
         out.append(contentsOf: "{\n  \"kind\": \"identitytoolkit#DownloadAccountResponse\",\n  \"users\": [".utf8)
+        let direct = ExportRecordWriter.knows(app.emulator.userFields)
         for (n, id) in ids.enumerated() {
             guard let u = users[id] else { continue }
             out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
-            exportRecord(app, u).prettySerialized(into: &out, level: 2)
+            if direct && ExportRecordWriter.canWrite(u) {
+                ExportRecordWriter.write(u, into: &out)
+            } else {
+                exportRecord(app, u).prettySerialized(into: &out, level: 2)
+            }
             if out.count >= flushBytes {
                 try file.write(out)
                 out.removeAll(keepingCapacity: true)
