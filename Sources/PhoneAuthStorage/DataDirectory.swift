@@ -203,11 +203,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                 stores[k, default: StoreSnapshot(key: k)].config = config
                 stores[k, default: StoreSnapshot(key: k)].tenant = tenant
             }
-            for row in try c.query("SELECT project, tenant, doc FROM users") {
-                let k = key(row)
-                guard let u = row[2].text.flatMap({ Codecs.decodeUser($0, fields: userFields) }) else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
-                stores[k, default: StoreSnapshot(key: k)].users.append(u)
-            }
+            try loadUsers(c, into: &stores)
             for row in try c.query("SELECT project, tenant, doc FROM sessions") {
                 let k = key(row)
                 guard let s = row[2].text.flatMap(Codecs.decodeSession) else { throw SQLiteError(code: 0, message: "unreadable session in \(k)") }
@@ -226,6 +222,37 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             let ordered = stores.values.sorted { ($0.key.tenantId == nil ? 0 : 1, $0.key.projectId, $0.key.tenantId ?? "") < ($1.key.tenantId == nil ? 0 : 1, $1.key.projectId, $1.key.tenantId ?? "") }
             return (ordered, tokens)
         }
+    }
+
+    /// The users table, streamed (rows in primary-key order, so each store's rows come together): each document read
+    /// straight into a record (`UserRowDecoder`), the generic way (`Codecs.decodeUser`) for any it does not take.
+    private func loadUsers(_ c: SQLiteConnection, into stores: inout [StoreKey: StoreSnapshot]) throws {
+        let decoder = UserRowDecoder(userFields)
+        var project: [UInt8] = [], tenant: [UInt8] = []
+        var current: StoreKey? = nil
+        var users: [UserRecord] = []
+        func flush() {
+            guard let k = current, !users.isEmpty else { return }
+            var snap = stores.removeValue(forKey: k) ?? StoreSnapshot(key: k)
+            if snap.users.isEmpty { swap(&snap.users, &users) } else { snap.users.append(contentsOf: users) }
+            users = []
+            stores[k] = snap
+        }
+        try c.forEachRow("SELECT project, tenant, doc FROM users") { row in
+            let p = row.bytes(0), t = row.bytes(1)
+            if current == nil || !p.elementsEqual(project) || !t.elementsEqual(tenant) {
+                flush()
+                project = Array(p)
+                tenant = Array(t)
+                current = StoreKey(projectId: String(decoding: p, as: UTF8.self), tenantId: String(decoding: t, as: UTF8.self))
+            }
+            let doc = row.bytes(2)
+            guard let u = decoder?.decode(doc) ?? Codecs.decodeUser(String(decoding: doc, as: UTF8.self), fields: userFields) else {
+                throw SQLiteError(code: 0, message: "unreadable user in \(current ?? StoreKey(projectId: ""))")
+            }
+            users.append(u)
+        }
+        flush()
     }
 
     // MARK: signing keys
