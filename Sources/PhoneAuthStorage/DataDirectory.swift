@@ -224,35 +224,68 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
         }
     }
 
-    /// The users table, streamed (rows in primary-key order, so each store's rows come together): each document read
-    /// straight into a record (`UserRowDecoder`), the generic way (`Codecs.decodeUser`) for any it does not take.
+    /// The users table, streamed (rows in primary-key order, so each store's rows come together) and decoded on every
+    /// core: this thread steps SQLite and copies the documents into chunks (`UserRowChunk`), worker threads read each
+    /// chunk straight into records (`UserRowDecoder`; the generic way, `Codecs.decodeUser`, for a document it does not
+    /// take), and the chunks join their store's users in row order. At most two chunks per core wait to be decoded,
+    /// so memory holds the records and a few chunks, not a copy of the table.
     private func loadUsers(_ c: SQLiteConnection, into stores: inout [StoreKey: StoreSnapshot]) throws {
         let decoder = UserRowDecoder(userFields)
+        let fields = userFields
+        let workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let slots = DispatchSemaphore(value: 2 * workers)
+        let group = DispatchGroup()
+        // Chunk number → its records; a chunk with an unreadable document leaves no entry.
+        let results = Locked<[Int: [UserRecord]]>([:])
+        var keys: [StoreKey] = []  // each chunk's store
+        var chunk = UserRowChunk()
         var project: [UInt8] = [], tenant: [UInt8] = []
         var current: StoreKey? = nil
-        var users: [UserRecord] = []
-        func flush() {
-            guard let k = current, !users.isEmpty else { return }
-            var snap = stores.removeValue(forKey: k) ?? StoreSnapshot(key: k)
-            if snap.users.isEmpty { swap(&snap.users, &users) } else { snap.users.append(contentsOf: users) }
-            users = []
-            stores[k] = snap
-        }
-        try c.forEachRow("SELECT project, tenant, doc FROM users") { row in
-            let p = row.bytes(0), t = row.bytes(1)
-            if current == nil || !p.elementsEqual(project) || !t.elementsEqual(tenant) {
-                flush()
-                project = Array(p)
-                tenant = Array(t)
-                current = StoreKey(projectId: String(decoding: p, as: UTF8.self), tenantId: String(decoding: t, as: UTF8.self))
+        func submit() {
+            guard !chunk.isEmpty, let k = current else { return }
+            let n = keys.count
+            keys.append(k)
+            let work = chunk
+            chunk = UserRowChunk()
+            slots.wait()
+            DispatchQueue.global().async(group: group) {
+                if let users = work.decode(decoder, fields) { results.withLock { $0[n] = users } }
+                slots.signal()
             }
-            let doc = row.bytes(2)
-            guard let u = decoder?.decode(doc) ?? Codecs.decodeUser(String(decoding: doc, as: UTF8.self), fields: userFields) else {
-                throw SQLiteError(code: 0, message: "unreadable user in \(current ?? StoreKey(projectId: ""))")
-            }
-            users.append(u)
         }
-        flush()
+        do {
+            try c.forEachRow("SELECT project, tenant, doc FROM users") { row in
+                let p = row.bytes(0), t = row.bytes(1)
+                if current == nil || !p.elementsEqual(project) || !t.elementsEqual(tenant) {
+                    submit()
+                    project = Array(p)
+                    tenant = Array(t)
+                    current = StoreKey(projectId: String(decoding: p, as: UTF8.self), tenantId: String(decoding: t, as: UTF8.self))
+                }
+                chunk.append(row.bytes(2))
+                if chunk.count == UserRowChunk.rows { submit() }
+            }
+            submit()
+        } catch {
+            group.wait()
+            throw error
+        }
+        group.wait()
+        var decoded = results.withLock { r in
+            var taken: [Int: [UserRecord]] = [:]
+            swap(&taken, &r)
+            return taken
+        }
+        var counts: [StoreKey: Int] = [:]
+        for (n, k) in keys.enumerated() {
+            guard let users = decoded[n] else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
+            counts[k, default: 0] += users.count
+        }
+        for (k, n) in counts { stores[k, default: StoreSnapshot(key: k)].users.reserveCapacity((stores[k]?.users.count ?? 0) + n) }
+        for (n, k) in keys.enumerated() {
+            guard let users = decoded.removeValue(forKey: n) else { continue }
+            stores[k]?.users.append(contentsOf: users)
+        }
     }
 
     // MARK: signing keys

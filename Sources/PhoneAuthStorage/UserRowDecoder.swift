@@ -15,7 +15,7 @@ import Glibc
 /// else — a type it does not expect, a key seen twice, an unknown key, a `\u` surrogate escape, a fraction or
 /// exponent, malformed text — answers `nil`, and the caller decodes that row the generic way, so every document
 /// decodes exactly as `Codecs.decodeUser` would (`UserRowDecoderTests` compares the two).
-struct UserRowDecoder {
+struct UserRowDecoder: Sendable {
     private let providerField: UserField
     private let mfaField: UserField
     private let algorithmField: UserField
@@ -321,6 +321,45 @@ struct UserRowDecoder {
                 }
             }
             return nil
+        }
+    }
+}
+
+/// User documents copied out of SQLite's rows, a chunk at a time, for a worker to decode (`DataDirectory.loadUsers`).
+struct UserRowChunk: Sendable {
+    /// Rows a chunk holds at most.
+    static let rows = 4096
+
+    private var bytes: [UInt8] = []
+    /// Where each document ends in `bytes`.
+    private var ends: [Int] = []
+
+    init() {
+        bytes.reserveCapacity(Self.rows * 256)
+        ends.reserveCapacity(Self.rows)
+    }
+
+    var count: Int { ends.count }
+    var isEmpty: Bool { ends.isEmpty }
+
+    mutating func append(_ doc: UnsafeBufferPointer<UInt8>) {
+        bytes.append(contentsOf: doc)
+        ends.append(bytes.count)
+    }
+
+    /// The records, in order; nil if a document is unreadable both ways.
+    func decode(_ decoder: UserRowDecoder?, _ fields: UserFieldTable) -> [UserRecord]? {
+        var out: [UserRecord] = []
+        out.reserveCapacity(ends.count)
+        return bytes.withUnsafeBufferPointer { all -> [UserRecord]? in
+            var start = 0
+            for end in ends {
+                let doc = UnsafeBufferPointer(rebasing: all[start..<end])
+                start = end
+                guard let u = decoder?.decode(doc) ?? Codecs.decodeUser(String(decoding: doc, as: UTF8.self), fields: fields) else { return nil }
+                out.append(u)
+            }
+            return out
         }
     }
 }

@@ -220,6 +220,51 @@ final class ExportRecordWriterTests: XCTestCase {
         XCTAssertEqual(try ExportImport.importDirectory(again, projectId: "demo-phone", from: dir).users, users.count)
     }
 
+    /// Enough users for several chunks and several batches of chunks: still the generic document, in uid order.
+    func testALargeExportIsTheGenericDocumentInOrder() throws {
+        let n = ExportImport.renderChunk * 9 + 123
+        var users: [UserRecord] = []
+        users.reserveCapacity(n)
+        for i in 0..<n {
+            var u = UserRecord(localId: "u" + String((i &* 2_654_435_761) % 1_000_003) + "LoadTestUserXyz" + (i % 1000 == 0 ? "ü" : ""), createdAt: Int64(i))
+            u.phoneNumber = "+1555" + String(1_000_000 + i)
+            u.displayName = "Test User \(i)"
+            if i % 3 == 0 { u.customAttributes = #"{"role":"tester","tier":\#(i % 7)}"# }
+            users.append(u)
+        }
+        var snap = StoreSnapshot(key: StoreKey(projectId: "demo-phone"))
+        snap.users = users
+        app.emulator.restore([snap], refreshTokens: [])
+        let dir = TemporaryDirectory.make("export-writer-large")
+        defer { TemporaryDirectory.remove(dir) }
+        XCTAssertEqual(try ExportImport.export(app, projectId: "demo-phone", to: dir).users, n)
+        let sorted = users.sorted { $0.localId < $1.localId }
+        let expected = JSON.object(["kind": "identitytoolkit#DownloadAccountResponse",
+                                    "users": .array(sorted.map { ExportImport.exportRecord(app, $0) })]).prettySerialized()
+        XCTAssertTrue(try Files.read(dir + "/auth_export/accounts.json") == expected)
+    }
+
+    /// The export's id order is `sorted()`'s: ASCII ids by their bytes (prefixes, then the strings), any other set of
+    /// ids by `sorted()` itself.
+    func testIdsSortAsStringsDo() {
+        var rng = SplitMix(seed: 77)
+        let alphabet = Array("aAzZ09_-.\u{0}\u{7F} ~")
+        for round in 0..<50 {
+            var ids = Set<String>()
+            for _ in 0..<Int.random(in: 0...400, using: &rng) {
+                let len = Int.random(in: 0...24, using: &rng)
+                ids.insert(String((0..<len).map { _ in alphabet.randomElement(using: &rng)! }))
+            }
+            // Shared long prefixes: the ties past 16 bytes.
+            ids.insert("u0000000000000000a")
+            ids.insert("u0000000000000000")
+            ids.insert("u0000000000000000\u{0}")
+            if round % 5 == 0 { ids.insert("é" + String(round)); ids.insert("e\u{301}" + String(round)) }  // not ASCII: sorted()
+            XCTAssertEqual(ExportImport.sortedIds(ids), ids.sorted(), "round \(round)")
+        }
+        XCTAssertEqual(ExportImport.sortedIds([String]()), [])
+    }
+
     func testAnEmptyStoreExportsTheGenericEmptyDocument() throws {
         let dir = TemporaryDirectory.make("export-writer-empty")
         defer { TemporaryDirectory.remove(dir) }
