@@ -227,12 +227,13 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
     /// The users table, streamed (rows in primary-key order, so each store's rows come together) and decoded on every
     /// core: this thread steps SQLite and copies the documents into chunks (`UserRowChunk`), worker threads read each
     /// chunk straight into records (`UserRowDecoder`; the generic way, `Codecs.decodeUser`, for a document it does not
-    /// take), and the chunks join their store's users in row order. At most two chunks per core wait to be decoded,
+    /// take), and the chunks join their store's users in row order. At most two chunks per core (up to 8) wait to be decoded,
     /// so memory holds the records and a few chunks, not a copy of the table.
     private func loadUsers(_ c: SQLiteConnection, into stores: inout [StoreKey: StoreSnapshot]) throws {
         let decoder = UserRowDecoder(userFields)
         let fields = userFields
-        let workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        // Up to 8 cores: at most 16 chunks (~1 MB of documents each) read and waiting to be decoded.
+        let workers = min(8, max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
         let slots = DispatchSemaphore(value: 2 * workers)
         let group = DispatchGroup()
         // Chunk number → its records; a chunk with an unreadable document leaves no entry.

@@ -38,6 +38,12 @@ struct UserRowDecoder: Sendable {
 
     /// The record `doc` holds; nil: not a document this reader takes (decode it the generic way).
     func decode(_ doc: UnsafeBufferPointer<UInt8>) -> UserRecord? {
+        var scratch: [UInt8] = []
+        return decode(doc, scratch: &scratch)
+    }
+
+    /// `decode(_:)` with a buffer for unescaping strings that the caller keeps from one document to the next.
+    func decode(_ doc: UnsafeBufferPointer<UInt8>, scratch: inout [UInt8]) -> UserRecord? {
         var r = Reader(doc)
         var u = UserRecord(localId: "", createdAt: 0)
         var hasId = false
@@ -63,27 +69,27 @@ struct UserRowDecoder: Sendable {
                 } else {
                     switch key {
                     case .localId:
-                        guard let s = r.string() else { return nil }
+                        guard let s = r.string(&scratch) else { return nil }
                         u.localId = s
                         hasId = true
-                    case .email: guard let s = r.string() else { return nil }; u.email = s
+                    case .email: guard let s = r.string(&scratch) else { return nil }; u.email = s
                     case .emailVerified: guard let b = r.bool() else { return nil }; u.emailVerified = b
-                    case .displayName: guard let s = r.string() else { return nil }; u.displayName = s
-                    case .photoUrl: guard let s = r.string() else { return nil }; u.photoUrl = s
-                    case .phoneNumber: guard let s = r.string() else { return nil }; u.phoneNumber = s
+                    case .displayName: guard let s = r.string(&scratch) else { return nil }; u.displayName = s
+                    case .photoUrl: guard let s = r.string(&scratch) else { return nil }; u.photoUrl = s
+                    case .phoneNumber: guard let s = r.string(&scratch) else { return nil }; u.phoneNumber = s
                     case .disabled: guard let b = r.bool() else { return nil }; u.disabled = b
-                    case .customAttributes: guard let s = r.string() else { return nil }; u.customAttributes = s
+                    case .customAttributes: guard let s = r.string(&scratch) else { return nil }; u.customAttributes = s
                     case .validSince: guard let t = r.exactInt() else { return nil }; u.validSince = t
                     case .lastLoginAt: guard let t = r.exactInt() else { return nil }; u.lastLoginAt = t
                     case .createdAt: guard let t = r.exactInt() else { return nil }; created = t
                     case .lastRefreshAt: guard let t = r.exactInt() else { return nil }; u.lastRefreshAt = t
-                    case .tenantId: guard let s = r.string() else { return nil }; u.tenantId = s
-                    case .passwordHash: guard let s = r.string() else { return nil }; u.passwordHash = s
-                    case .salt: guard let s = r.string() else { return nil }; u.salt = s
+                    case .tenantId: guard let s = r.string(&scratch) else { return nil }; u.tenantId = s
+                    case .passwordHash: guard let s = r.string(&scratch) else { return nil }; u.passwordHash = s
+                    case .salt: guard let s = r.string(&scratch) else { return nil }; u.salt = s
                     case .passwordUpdatedAt: guard let t = r.exactInt() else { return nil }; u.passwordUpdatedAt = t
                     case .emailLinkSignin: guard let b = r.bool() else { return nil }; u.emailLinkSignin = b
-                    case .screenName: guard let s = r.string() else { return nil }; u.screenName = s
-                    case .initialEmail: guard let s = r.string() else { return nil }; u.initialEmail = s
+                    case .screenName: guard let s = r.string(&scratch) else { return nil }; u.screenName = s
+                    case .initialEmail: guard let s = r.string(&scratch) else { return nil }; u.initialEmail = s
                     case .providerUserInfo: guard let v = r.nested() else { return nil }; providerField.assign(&u, v)
                     case .mfaInfo: guard let v = r.nested() else { return nil }; mfaField.assign(&u, v)
                     case .passwordHashAlgorithm: guard let v = r.nested() else { return nil }; algorithmField.assign(&u, v)
@@ -198,7 +204,7 @@ struct UserRowDecoder: Sendable {
 
         /// A string value, unescaped (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u` outside the surrogates);
         /// bytes decoded as `String(decoding:)` does (what the row's text went through before this reader existed).
-        mutating func string() -> String? {
+        mutating func string(_ out: inout [UInt8]) -> String? {
             guard take(0x22) else { return nil }
             let start = i
             while i < bytes.count {
@@ -212,7 +218,8 @@ struct UserRowDecoder: Sendable {
                 if b < 0x20 { return nil }
                 i += 1
             }
-            var out: [UInt8] = Array(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+            out.removeAll(keepingCapacity: true)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
             while i < bytes.count {
                 let b = bytes[i]
                 if b == 0x22 {
@@ -351,12 +358,14 @@ struct UserRowChunk: Sendable {
     func decode(_ decoder: UserRowDecoder?, _ fields: UserFieldTable) -> [UserRecord]? {
         var out: [UserRecord] = []
         out.reserveCapacity(ends.count)
+        var scratch: [UInt8] = []
+        scratch.reserveCapacity(1024)
         return bytes.withUnsafeBufferPointer { all -> [UserRecord]? in
             var start = 0
             for end in ends {
                 let doc = UnsafeBufferPointer(rebasing: all[start..<end])
                 start = end
-                guard let u = decoder?.decode(doc) ?? Codecs.decodeUser(String(decoding: doc, as: UTF8.self), fields: fields) else { return nil }
+                guard let u = decoder?.decode(doc, scratch: &scratch) ?? Codecs.decodeUser(String(decoding: doc, as: UTF8.self), fields: fields) else { return nil }
                 out.append(u)
             }
             return out
