@@ -182,6 +182,42 @@ final class UserRowDecoderTests: XCTestCase {
         }
     }
 
+    /// An unreadable document anywhere in the table (here in a later chunk, decoded by a worker) fails the load,
+    /// naming the store; a document this version did not write but that parses loads the generic way.
+    func testAnUnreadableRowFailsTheLoadAndAForeignOneLoads() throws {
+        let dir = TemporaryDirectory.make("row-decoder-bad")
+        defer { TemporaryDirectory.remove(dir) }
+        let key = StoreKey(projectId: "p")
+        let n = UserRowChunk.rows * 2 + 17
+        do {
+            let d = try DataDirectory(path: dir)
+            try d.record((0..<n).map { i in .userSaved(key, UserRecord(localId: "u" + String(100_000 + i), createdAt: Int64(i))) })
+            d.close()
+        }
+        func setDoc(_ id: String, _ doc: String) throws {
+            let c = try SQLiteConnection(path: dir + "/emulator.sqlite3")
+            try c.run("UPDATE users SET doc = ? WHERE local_id = ?", [.text(doc), .text(id)])
+        }
+        // Foreign but readable: a duplicate key, spaces, a fraction (the generic way rounds it toward zero).
+        try setDoc("u" + String(100_000 + n - 5), #" {"localId":"u\#(100_000 + n - 5)","createdAt":7.9,"displayName":"a","displayName":"b"} "#)
+        do {
+            let d = try DataDirectory(path: dir)
+            let users = try d.loadSnapshot().stores.first { $0.key == key }?.users ?? []
+            d.close()
+            XCTAssertEqual(users.count, n)
+            XCTAssertEqual(users.map(\.localId), (0..<n).map { "u" + String(100_000 + $0) }, "row order")
+            let foreign = users[n - 5]
+            XCTAssertEqual(foreign.displayName, "b")
+            XCTAssertEqual(foreign.createdAt, 7)
+        }
+        try setDoc("u" + String(100_000 + n - 3), #"{"localId":"x","createdAt":"#)
+        let d = try DataDirectory(path: dir)
+        defer { d.close() }
+        XCTAssertThrowsError(try d.loadSnapshot()) { error in
+            XCTAssertTrue("\(error)".contains("unreadable user in p"), "\(error)")
+        }
+    }
+
     /// The streamed load keeps each store's users apart (rows of several projects and tenants, in key order).
     func testUsersOfSeveralStoresLoadIntoTheirStores() throws {
         let dir = TemporaryDirectory.make("row-decoder")
