@@ -84,14 +84,37 @@ enum BatchAccounts {
         } else if let v = call.body["expression"], v != .null, v.arrayValue == nil {
             throw AuthError.invalidJSON("Invalid value at 'expression' (type.googleapis.com/google.cloud.identitytoolkit.v1.SqlExpression), \(v.serializedString.prefix(100))")
         }
+        let skip = Int(min(offset, Int64(Int32.max))), take = limit == 0 ? 500 : Int(min(limit, 500))
+        // O(result) where an index answers: a uid, a phone number or (one account per email) an email names at most
+        // one user; no expression, by uid ascending, is a page of the ordered uids; a count is the table's. Other
+        // sorts and orders read every user (they have no index).
+        let byUID = sort == .userId || sort == .unspecified, ascending = order != "DESC"
         var users: [UserRecord] = app.emulator.existingStore(key)?.read { store -> [UserRecord] in
-            guard let m = match else { return Array(store.users.values) }
-            return store.users.values.filter { u in
+            func matches(_ u: UserRecord, _ m: (id: String?, email: String?, phone: String?)) -> Bool {
                 (m.id.map { $0 == u.localId } ?? true) && (m.email.map { $0 == u.email?.lowercased() } ?? true)
                     && (m.phone.map { $0 == u.phoneNumber } ?? true)
             }
+            guard let m = match else {
+                if !returnUserInfo { return [] }
+                if byUID && ascending {
+                    return store.users.ids(after: nil, limit: skip + take).dropFirst(skip).compactMap { store.users[$0] }
+                }
+                return Array(store.users.values)
+            }
+            let candidate: String?? = m.id.map { .some($0) } ?? m.phone.map { store.phoneIndex[$0] }
+                ?? (store.config.allowDuplicateEmails ? nil : m.email.map { store.emailIndex[$0] })
+            if let candidate {
+                return candidate.flatMap { store.users[$0] }.map { matches($0, m) ? [$0] : [] } ?? []
+            }
+            return store.users.values.filter { matches($0, m) }
         } ?? []
-        guard returnUserInfo else { return Reply(["recordsCount": .string(String(users.count))]) }
+        guard returnUserInfo else {
+            let count = match == nil ? (app.emulator.existingStore(key)?.read { $0.users.count } ?? 0) : users.count
+            return Reply(["recordsCount": .string(String(count))])
+        }
+        if match == nil && byUID && ascending {
+            return Reply(["recordsCount": .string(String(users.count)), "userInfo": .array(users.map { app.emulator.userFields.render($0) })])
+        }
         switch sort {
         case .name: users.sort { ($0.displayName ?? "", $0.localId) < ($1.displayName ?? "", $1.localId) }
         case .createdAt: users.sort { ($0.createdAt, $0.localId) < ($1.createdAt, $1.localId) }

@@ -73,11 +73,13 @@ public enum ExportImport {
     /// Streams the store's users, sorted by uid, into `name` (`{"kind": …, "users": [...]}`, laid out as
     /// `prettySerialized` would), atomically (`Files.AtomicFileWriter`). The users are rendered `renderChunk` at a time
     /// on every core (`ExportRecordWriter`: straight into bytes, no `JSON` built), a few chunks at once, and written out
-    /// in order while the next ones render, so memory holds a few chunks, not the file. The users are those of one moment: the store's table is
-    /// taken by reference under its lock (a writer meanwhile copies it, the export does not).
+    /// in order while the next ones render, so memory holds a few chunks, not the file. The users are those of one
+    /// moment: the store's table is taken by reference under its lock (a writer meanwhile copies it, the export does
+    /// not), its uids already in order (`UserTable.ids`).
     static func writeAccounts(_ app: PhoneAuthApp, _ key: StoreKey, into dirFD: Int32, name: String) throws(Files.IOError) -> Int {
-        let users = app.emulator.existingStore(key)?.read { $0.users } ?? [:]
-        let ids = sortedIds(users.keys)
+        let users = app.emulator.existingStore(key)?.read { $0.users } ?? UserTable()
+        // In uid order already (the table keeps its uids sorted, as `sorted()` orders them).
+        let ids = users.ids(after: nil, limit: users.count)
         let file = try Files.AtomicFileWriter(in: dirFD, name: name)
         try file.write(Array("{\n  \"kind\": \"identitytoolkit#DownloadAccountResponse\",\n  \"users\": [".utf8))
         let direct = ExportRecordWriter.knows(app.emulator.userFields)
@@ -104,12 +106,14 @@ public enum ExportImport {
                 var out: [UInt8] = []
                 out.reserveCapacity((hi - lo) * 512)
                 for n in lo..<hi {
-                    guard let u = users[ids[n]] else { continue }
-                    out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
-                    if direct && ExportRecordWriter.canWrite(u) {
-                        ExportRecordWriter.write(u, into: &out)
-                    } else {
-                        exportRecord(app, u).prettySerialized(into: &out, level: 2)
+                    // Read in place (no copy of the record and its strings' retains).
+                    _ = users.withUser(ids[n]) { u in
+                        out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
+                        if direct && ExportRecordWriter.canWrite(u) {
+                            ExportRecordWriter.write(u, into: &out)
+                        } else {
+                            exportRecord(app, u).prettySerialized(into: &out, level: 2)
+                        }
                     }
                 }
                 rendered.set(j, out)
@@ -153,35 +157,6 @@ public enum ExportImport {
                 return out
             }
         }
-    }
-
-    /// The ids in `String` order (`sorted()`). All-ASCII ids (the usual ones) are sorted by their first 16 bytes
-    /// as two integers, ties by the strings themselves: for ASCII, `String`'s order is the bytes' order, and a
-    /// million string comparisons cost an export of a million users a third of its time.
-    static func sortedIds(_ keys: some Collection<String>) -> [String] {
-        let ids = Array(keys)
-        var prefixes: [(hi: UInt64, lo: UInt64, index: Int32)] = []
-        prefixes.reserveCapacity(ids.count)
-        guard ids.count < Int(Int32.max) else { return ids.sorted() }
-        for (n, id) in ids.enumerated() {
-            var id = id
-            let p: (UInt64, UInt64)? = id.withUTF8 { b -> (UInt64, UInt64)? in
-                var hi: UInt64 = 0, lo: UInt64 = 0
-                for (i, c) in b.enumerated() {
-                    if c >= 0x80 { return nil }
-                    if i < 8 { hi |= UInt64(c) << (56 - 8 * UInt64(i)) } else if i < 16 { lo |= UInt64(c) << (56 - 8 * UInt64(i - 8)) }
-                }
-                return (hi, lo)
-            }
-            guard let p else { return ids.sorted() }
-            prefixes.append((p.0, p.1, Int32(n)))
-        }
-        prefixes.sort { a, b in
-            if a.hi != b.hi { return a.hi < b.hi }
-            if a.lo != b.lo { return a.lo < b.lo }
-            return ids[Int(a.index)] < ids[Int(b.index)]
-        }
-        return prefixes.map { ids[Int($0.index)] }
     }
 
     /// A user as `accounts.json` holds it: the admin wire form, with TOTP factors' secrets (`MFAEnrollment.exportJSON`:

@@ -11,19 +11,35 @@ public enum FieldChange<T: Sendable & Equatable>: Sendable, Equatable {
 /// (`UserFields.swift`: by name, the value in the field's canonical form, checked when it was read), and the password.
 /// The typed properties below are views of `fields` for code that sets one field by hand.
 public struct UserChanges: Sendable {
-    /// Field name → its change (`.unchanged` is never stored).
-    public private(set) var fields: [String: FieldChange<JSON>] = [:]
+    /// Each changed field's name and its change (`.unchanged` is never stored), in the order they were set. A list,
+    /// not a dictionary: a change holds a handful of fields, found by comparing names faster than by hashing them
+    /// (and a dictionary's growth cost an import a dozen allocations per user).
+    public private(set) var fields: [(name: String, change: FieldChange<JSON>)] = []
     /// A new password (already hashed), or its removal; nil leaves it alone.
     public var password: PasswordChange?
 
     public init() {}
 
     public subscript(field name: String) -> FieldChange<JSON> {
-        get { fields[name] ?? .unchanged }
-        set { fields[name] = newValue == .unchanged ? nil : newValue }
+        get {
+            for f in fields where f.name == name { return f.change }
+            return .unchanged
+        }
+        set {
+            if let i = fields.firstIndex(where: { $0.name == name }) {
+                if newValue == .unchanged { fields.remove(at: i) } else { fields[i].change = newValue }
+            } else if newValue != .unchanged {
+                fields.append((name, newValue))
+            }
+        }
     }
 
     public var isEmpty: Bool { fields.isEmpty && password == nil }
+
+    /// Adds a change of a field not changed yet (`UserFieldTable.importChanges`, which reads each field once).
+    mutating func appendNew(field name: String, _ change: FieldChange<JSON>) {
+        if change != .unchanged { fields.append((name, change)) }
+    }
 
     public var displayName: FieldChange<String> {
         get { self[field: "displayName"].map(\.stringValue) }
@@ -187,8 +203,8 @@ extension Emulator {
         let now = clock.nowMillis()
         return try transaction(key) { tx throws(AuthError) -> UserRecord in
             try tx.checkTenantEnabled()
-            try checkUserQuota(tx.store)
-            let user = try newUser(tx.store, key, localId: localId, changes: changes, now: now)
+            try checkUserQuota(userCount: tx.store.users.count)
+            let user = try newUser(tx, key, localId: localId, changes: changes, now: now)
             tx.save(user)
             tx.emit(.userCreated(uid: user.localId, phoneNumber: user.phoneNumber, email: user.email, provider: "admin"))
             return user
@@ -196,18 +212,18 @@ extension Emulator {
     }
 
     /// A new user record with `changes` applied (not saved).
-    func newUser(_ s: AuthStore, _ key: StoreKey, localId: String?, changes: UserChanges, now: Int64) throws(AuthError) -> UserRecord {
+    func newUser(_ tx: borrowing StoreTransaction, _ key: StoreKey, localId: String?, changes: UserChanges, now: Int64) throws(AuthError) -> UserRecord {
         let id: String
         if let localId {
             guard Identifiers.isValidLocalID(localId) else { throw Identifiers.invalidLocalID }
-            guard s.users[localId] == nil else { throw AuthError(.duplicateLocalId) }
+            guard tx.store.users[localId] == nil else { throw AuthError(.duplicateLocalId) }
             id = localId
         } else {
-            id = newUserID(in: s)
+            id = newUserID(in: tx.store.users)
         }
         var user = UserRecord(localId: id, createdAt: changes.createdAt ?? now)
         user.tenantId = key.tenantId
-        try apply(changes, to: &user, in: s, now: now)
+        try tx.apply(changes, to: &user, table: userFields, now: now)
         return user
     }
 
@@ -242,7 +258,7 @@ extension Emulator {
         return try transaction(key) { tx throws(AuthError) -> (UserRecord, String?) in
             guard var user = tx.store.users[localId] else { throw AuthError(.userNotFound) }
             let old = user
-            try apply(changes, to: &user, in: tx.store, now: now)
+            try tx.apply(changes, to: &user, table: userFields, now: now)
             for p in deleteProviders {
                 switch p {
                 case "phone": user.phoneNumber = nil
@@ -282,10 +298,10 @@ extension Emulator {
                     guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
                     let exists = tx.store.users[item.localId] != nil
                     if exists && !allowOverwrite { throw AuthError(.duplicateLocalId) }
-                    if !exists { try checkUserQuota(tx.store) }
+                    if !exists { try checkUserQuota(userCount: tx.store.users.count) }
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
-                    try apply(item.changes, to: &user, in: tx.store, now: now)
+                    try tx.apply(item.changes, to: &user, table: userFields, now: now)
                     let old = tx.store.users[item.localId]
                     if exists { tx.deleteUser(item.localId) }  // a replaced user's refresh tokens stop working
                     tx.save(user)
@@ -346,7 +362,7 @@ extension Emulator {
 
     /// The first identity of `incoming` (a whole import's users of one store) that `live` gives a user the import
     /// does not replace: phone number, email (one account per email) or federated identity.
-    static func importConflict(_ live: AuthStore, _ incoming: [String: UserRecord]) -> String? {
+    static func importConflict(_ live: AuthStore, _ incoming: UserTable) -> String? {
         func taken(_ owner: String?, _ id: String) -> Bool {
             guard let owner, owner != id else { return false }
             return incoming[owner] == nil
@@ -366,21 +382,17 @@ extension Emulator {
         return nil
     }
 
-    /// Applies `c` onto `user` through the user field table (each field's checks, then the values, then the password).
-    func apply(_ c: UserChanges, to user: inout UserRecord, in s: AuthStore, now: Int64) throws(AuthError) {
-        try userFields.apply(c, to: &user, in: s, now: now)
-    }
-
     /// A new user must fit the store's cap (`maxUsersPerProject`: a project, or one tenant of it): `QUOTA_EXCEEDED`.
-    func checkUserQuota(_ s: AuthStore) throws(AuthError) {
-        if let full = userQuotaError(s) { throw full }
+    /// Given the store's user count, not the store: passing a store borrowed in place by value copied it.
+    func checkUserQuota(userCount: Int) throws(AuthError) {
+        if let full = userQuotaError(userCount: userCount) { throw full }
     }
 
-    func userQuotaError(_ s: AuthStore) -> AuthError? {
+    func userQuotaError(userCount: Int) -> AuthError? {
         if budgets.users.isFull {
             return AuthError(.quotaExceeded, "Too many users: this emulator holds at most \(budgets.users.limit) users in all projects and tenants (--max-users-total).")
         }
-        guard s.users.count >= maxUsersPerProject else { return nil }
+        guard userCount >= maxUsersPerProject else { return nil }
         return AuthError(.quotaExceeded, "Too many users: a project (or tenant) holds at most \(maxUsersPerProject) users (--max-users).")
     }
 
@@ -413,13 +425,11 @@ extension Emulator {
         }
     }
 
-    /// Users sorted by localId after `pageToken`, at most `limit`.
+    /// Users sorted by localId after `pageToken`, at most `limit`: O(limit) (`UserTable.ids(after:limit:)`).
     public func listUsers(_ key: StoreKey, after pageToken: String?, limit: Int) -> [UserRecord] {
         guard let box = existingStore(key) else { return [] }
         return box.read { s in
-            var ids = s.users.keys.sorted()
-            if let t = pageToken, !t.isEmpty { ids = ids.filter { $0 > t } }
-            return ids.prefix(limit).compactMap { s.users[$0] }
+            s.users.ids(after: pageToken, limit: limit).compactMap { s.users[$0] }
         }
     }
 

@@ -76,9 +76,9 @@ extension SignInRequest.CustomToken: SignInMethod {
             guard !existing.disabled else { throw AuthError(.userDisabled) }
             user = existing
         } else {
-            try e.checkUserQuota(tx.store)
+            try e.checkUserQuota(userCount: tx.store.users.count)
             try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
-            user = try e.newUser(tx.store, tx.key, localId: grant.uid, changes: UserChanges(), now: now)
+            user = try e.newUser(tx, tx.key, localId: grant.uid, changes: UserChanges(), now: now)
         }
         if let changes {
             changes.apply(to: &user)

@@ -63,12 +63,12 @@ extension SignInRequest.EmailLink: SignInMethod {
             isNew = false
         } else if let planned, planned.isNew {
             guard tx.store.users[planned.user.localId] == nil else { throw AuthError(.duplicateLocalId) }
-            if let full = e.userQuotaError(tx.store) { throw full }
+            if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
             return .proceed(planned)
         } else {
-            if let full = e.userQuotaError(tx.store) { throw full }
+            if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
             try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
-            user = UserRecord(localId: e.newUserID(in: tx.store), createdAt: now)
+            user = UserRecord(localId: e.newUserID(in: tx.store.users), createdAt: now)
             user.tenantId = tx.key.tenantId
             isNew = true
         }

@@ -684,10 +684,10 @@ public final class Emulator: Sendable {
     // MARK: users
 
     /// An unused random uid.
-    func newUserID(in s: AuthStore) -> String {
+    func newUserID(in users: UserTable) -> String {
         while true {
             let id = random.userID()
-            if s.users[id] == nil { return id }
+            if users[id] == nil { return id }
         }
     }
 

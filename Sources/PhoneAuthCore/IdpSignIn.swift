@@ -136,11 +136,11 @@ extension SignInRequest.Idp: SignInMethod {
             if let planned, planned.isNew {
                 user = planned.user
                 guard tx.store.users[user.localId] == nil else { throw AuthError(.duplicateLocalId) }
-                if let full = e.userQuotaError(tx.store) { throw full }
+                if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
             } else {
-                if let full = e.userQuotaError(tx.store) { throw full }
+                if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
                 try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
-                user = UserRecord(localId: e.newUserID(in: tx.store), createdAt: now)
+                user = UserRecord(localId: e.newUserID(in: tx.store.users), createdAt: now)
                 user.tenantId = tx.key.tenantId
                 user.displayName = p.displayName
                 user.photoUrl = p.photoUrl

@@ -1,43 +1,103 @@
 import EmulatorSupport
 
 /// A user account, as the Identity Toolkit stores it.
+///
+/// Small on purpose (a million may be stored, UserTable.swift): what most users have is stored inline — the uid,
+/// phone number, names, claims, password and times (the optional times as plain `Int64`s and a bit each saying
+/// whether it is set: an optional `Int64` takes 16 bytes in a struct) — and what few have (a photo, second factors, federated identities, screen name, initial
+/// email, extension fields) in one shared immutable box that exists only when one of them is set. 184 bytes inline
+/// instead of 288; every property reads and writes as a plain stored one.
 public struct UserRecord: Sendable, Equatable {
     public var localId: String
     public var phoneNumber: String?
     public var displayName: String?
-    public var photoUrl: String?
     public var email: String?
-    public var emailVerified = false
-    public var disabled = false
     /// Custom claims as the JSON text the Admin API stored (`{}` or absent means none).
     public var customAttributes: String?
-    /// Milliseconds since the epoch.
-    public var createdAt: Int64
-    public var lastLoginAt: Int64?
-    public var lastRefreshAt: Int64?
-    /// Seconds since the epoch; tokens issued before it are revoked.
-    public var validSince: Int64?
     public var tenantId: String?
     /// The password's salted hash and its salt (base64; see PhoneAuthAPI/Passwords.swift), never the password.
     public var passwordHash: String?
     public var salt: String?
-    /// Milliseconds since the epoch: when the password was last set.
-    public var passwordUpdatedAt: Int64?
-    /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
-    public var mfaInfo: [MFAEnrollment] = []
-    /// Federated identities linked to the user (google.com, apple.com, oidc.*…), in link order (Providers.swift);
-    /// `phone` and `password` are derived from the fields above, never stored here.
-    public var providerUserInfo: [ProviderUserInfo] = []
+    /// Milliseconds since the epoch.
+    public var createdAt: Int64
+    private var lastLoginAtStorage: Int64 = 0
+    private var lastRefreshAtStorage: Int64 = 0
+    private var validSinceStorage: Int64 = 0
+    private var passwordUpdatedAtStorage: Int64 = 0
+    public var emailVerified = false
+    public var disabled = false
     /// The user has signed in with an email link (the password provider then exists without a password).
     public var emailLinkSignin = false
+    /// Which of the four optional times are set (bits of `Time`): in the padding the flags leave anyway.
+    private var timesSet: UInt8 = 0
+    /// The fields few users have; nil while all are empty.
+    private var rare: RareUserFields?
+
+    private enum Time: UInt8 { case lastLoginAt = 1, lastRefreshAt = 2, validSince = 4, passwordUpdatedAt = 8 }
+
+    @inline(__always) private func time(_ t: Time, _ v: Int64) -> Int64? { timesSet & t.rawValue != 0 ? v : nil }
+    @inline(__always) private mutating func setTime(_ t: Time, _ v: Int64?, _ storage: inout Int64) {
+        if let v { storage = v; timesSet |= t.rawValue } else { storage = 0; timesSet &= ~t.rawValue }
+    }
+
+    public var lastLoginAt: Int64? {
+        get { time(.lastLoginAt, lastLoginAtStorage) }
+        set { var v = lastLoginAtStorage; setTime(.lastLoginAt, newValue, &v); lastLoginAtStorage = v }
+    }
+    public var lastRefreshAt: Int64? {
+        get { time(.lastRefreshAt, lastRefreshAtStorage) }
+        set { var v = lastRefreshAtStorage; setTime(.lastRefreshAt, newValue, &v); lastRefreshAtStorage = v }
+    }
+    /// Seconds since the epoch; tokens issued before it are revoked.
+    public var validSince: Int64? {
+        get { time(.validSince, validSinceStorage) }
+        set { var v = validSinceStorage; setTime(.validSince, newValue, &v); validSinceStorage = v }
+    }
+    /// Milliseconds since the epoch: when the password was last set.
+    public var passwordUpdatedAt: Int64? {
+        get { time(.passwordUpdatedAt, passwordUpdatedAtStorage) }
+        set { var v = passwordUpdatedAtStorage; setTime(.passwordUpdatedAt, newValue, &v); passwordUpdatedAtStorage = v }
+    }
+
+    public var photoUrl: String? {
+        get { rare?.values.photoUrl }
+        set { updateRare { $0.photoUrl = newValue } }
+    }
+    /// Enrolled second factors (SMS multi-factor), in enrollment order (MultiFactor.swift).
+    public var mfaInfo: [MFAEnrollment] {
+        get { rare?.values.mfaInfo ?? [] }
+        set { updateRare { $0.mfaInfo = newValue } }
+    }
+    /// Federated identities linked to the user (google.com, apple.com, oidc.*…), in link order (Providers.swift);
+    /// `phone` and `password` are derived from the fields above, never stored here.
+    public var providerUserInfo: [ProviderUserInfo] {
+        get { rare?.values.providerUserInfo ?? [] }
+        set { updateRare { $0.providerUserInfo = newValue } }
+    }
     /// A federated provider's user name (Twitter's, GitHub's), as the last IdP sign-in gave it.
-    public var screenName: String?
+    public var screenName: String? {
+        get { rare?.values.screenName }
+        set { updateRare { $0.screenName = newValue } }
+    }
     /// The address the account had before its email was first changed (production's `initialEmail`; a change made by
     /// an anonymous session sets none). Kept once set.
-    public var initialEmail: String?
+    public var initialEmail: String? {
+        get { rare?.values.initialEmail }
+        set { updateRare { $0.initialEmail = newValue } }
+    }
     /// Values of fields a table declares without a stored property of their own, by field name (UserFields.swift:
     /// a test's field, a field on its way to becoming a property). Empty for every standard field.
-    public var extensions: [String: JSON] = [:]
+    public var extensions: [String: JSON] {
+        get { rare?.values.extensions ?? [:] }
+        set { updateRare { $0.extensions = newValue } }
+    }
+
+    /// Writes the rare fields: a new box (they are rarely written), none when they are all empty.
+    private mutating func updateRare(_ change: (inout RareUserFields.Values) -> Void) {
+        var v = rare?.values ?? RareUserFields.Values()
+        change(&v)
+        rare = v.isEmpty ? nil : RareUserFields(v)
+    }
 
     public init(localId: String, createdAt: Int64) {
         self.localId = localId
@@ -51,6 +111,24 @@ public struct UserRecord: Sendable, Equatable {
         guard let customAttributes, case .object(let o)? = try? JSONParser.parse(customAttributes) else { return JSONObject() }
         return o
     }
+}
+
+/// `UserRecord`'s rarely set fields, shared between copies of a record and replaced whole when one changes.
+final class RareUserFields: Sendable, Equatable {
+    struct Values: Sendable, Equatable {
+        var photoUrl: String?
+        var mfaInfo: [MFAEnrollment] = []
+        var providerUserInfo: [ProviderUserInfo] = []
+        var screenName: String?
+        var initialEmail: String?
+        var extensions: [String: JSON] = [:]
+        var isEmpty: Bool {
+            photoUrl == nil && mfaInfo.isEmpty && providerUserInfo.isEmpty && screenName == nil && initialEmail == nil && extensions.isEmpty
+        }
+    }
+    let values: Values
+    init(_ values: Values) { self.values = values }
+    static func == (a: RareUserFields, b: RareUserFields) -> Bool { a === b || a.values == b.values }
 }
 
 /// A pending verification: what `sendVerificationCode` created and `signInWithPhoneNumber` consumes.

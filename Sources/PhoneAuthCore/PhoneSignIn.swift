@@ -89,9 +89,9 @@ extension SignInRequest.Phone: SignInMethod {
             return .proceed(Decision(user: user, isNew: false, linking: false))
         }
         if operation == "REAUTH" { throw AuthError(.userNotFound) }
-        if let full = e.userQuotaError(tx.store) { throw full }
+        if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
         try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
-        var user = UserRecord(localId: e.newUserID(in: tx.store), createdAt: now)
+        var user = UserRecord(localId: e.newUserID(in: tx.store.users), createdAt: now)
         user.phoneNumber = phone
         user.lastRefreshAt = now
         user.lastLoginAt = now
@@ -131,7 +131,7 @@ extension SignInRequest.Phone: SignInMethod {
             // Taken meanwhile (another sign-in for the same number finished while the function ran).
             if owner != nil { throw AuthError(.phoneNumberExists) }
             guard tx.store.users[d.user.localId] == nil else { throw AuthError(.duplicateLocalId) }
-            if let full = e.userQuotaError(tx.store) { throw full }
+            if let full = e.userQuotaError(userCount: tx.store.users.count) { throw full }
             return
         }
         guard var current = tx.store.users[d.user.localId] else { throw AuthError(.userNotFound) }

@@ -19,9 +19,9 @@ extension SignInRequest.SignUp: SignInMethod {
     /// Its `localId` is reserved only by being unused now: after the functions, the commit checks again.
     func plan(_ e: Emulator, _ tx: inout StoreTransaction, now: Int64, hooked: Bool) throws(AuthError) -> SignInStep<UserRecord> {
         try tx.checkTenantEnabled()
-        try e.checkUserQuota(tx.store)
+        try e.checkUserQuota(userCount: tx.store.users.count)
         try e.countAccountCreation(&tx, clientIP: clientIP, now: now)
-        var user = try e.newUser(tx.store, tx.key, localId: nil, changes: changes, now: now)
+        var user = try e.newUser(tx, tx.key, localId: nil, changes: changes, now: now)
         user.lastLoginAt = now / 1000 * 1000
         user.lastRefreshAt = now
         return .proceed(user)
@@ -39,7 +39,7 @@ extension SignInRequest.SignUp: SignInMethod {
         var user = decision
         if let changes {
             try tx.checkTenantEnabled()
-            try e.checkUserQuota(tx.store)
+            try e.checkUserQuota(userCount: tx.store.users.count)
             guard tx.store.users[user.localId] == nil else { throw AuthError(.duplicateLocalId) }
             if let email = user.email, tx.store.user(email: email) != nil { throw AuthError(.emailExists) }
             changes.apply(to: &user)

@@ -35,7 +35,7 @@ public struct StoreState: Sendable {
     public internal(set) var config: ProjectConfig
     public internal(set) var tenant: TenantSettings?
     var implicitTenant: Bool
-    var users: [String: UserRecord]
+    var users: UserTable
     var phoneIndex: [String: String]
     var emailIndex: [String: String]
     var federatedIndex: [String: String]

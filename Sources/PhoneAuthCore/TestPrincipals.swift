@@ -81,11 +81,11 @@ extension Emulator {
             var user: UserRecord
             if var existing = before {
                 guard !existing.disabled else { throw AuthError(.userDisabled) }
-                try apply(r.changes, to: &existing, in: tx.store, now: now)
+                try tx.apply(r.changes, to: &existing, table: userFields, now: now)
                 user = existing
             } else {
-                try checkUserQuota(tx.store)
-                user = try newUser(tx.store, key, localId: r.uid, changes: r.changes, now: now)
+                try checkUserQuota(userCount: tx.store.users.count)
+                user = try newUser(tx, key, localId: r.uid, changes: r.changes, now: now)
             }
             try Self.checkPrincipal(r, user)
             var factorId: String? = nil

@@ -57,7 +57,7 @@ import Synchronization
 /// factors, inbox waiters and `nextSequence`, none of which reaches the disk.
 public struct AuthStore: Sendable {
     public fileprivate(set) var config: ProjectConfig
-    public fileprivate(set) var users: [String: UserRecord] = [:]
+    public fileprivate(set) var users = UserTable()
     public fileprivate(set) var phoneIndex: [String: String] = [:]
     /// Lowercased email → localId (emails are unique per store); kept by `save`/`deleteUser`.
     public fileprivate(set) var emailIndex: [String: String] = [:]
@@ -199,7 +199,7 @@ public struct AuthStore: Sendable {
 /// What rolls one change of a transaction back: the value it replaced.
 enum Undo: Sendable {
     case user(String, UserRecord?)
-    case users([String: UserRecord], [String: String])
+    case users(UserTable, [String: String])
     case session(SessionID, VerificationSession?)
     case sessions(SessionTable)
     case oobCode(String, OobCode?)
@@ -287,6 +287,12 @@ public struct StoreTransaction: ~Copyable {
     /// The store as it is now, read-only (in place).
     public var store: AuthStore { unsafeAddress { UnsafePointer(p) } }
 
+    /// Applies `changes` onto `user` through `table` (its checks read this store's indexes), the store read where it
+    /// is: passed by value, a store borrowed through the pointer was copied whole first.
+    func apply(_ changes: UserChanges, to user: inout UserRecord, table: UserFieldTable, now: Int64) throws(AuthError) {
+        try table.apply(changes, to: &user, inPlace: &p.pointee, now: now)
+    }
+
     /// `PROJECT_DISABLED` when the tenant has auth turned off.
     func checkTenantEnabled() throws(AuthError) {
         if store.tenant?.disableAuth == true { throw AuthError(.projectDisabled) }
@@ -301,8 +307,8 @@ public struct StoreTransaction: ~Copyable {
     /// Whether the user with this phone number has second factors, read in place (no copy of the user: every send
     /// asks).
     public func phoneUserHasSecondFactors(_ phone: String) -> Bool {
-        guard let id = store.phoneIndex[phone], let i = store.users.index(forKey: id) else { return false }
-        return !store.users.values[i].mfaInfo.isEmpty
+        guard let id = store.phoneIndex[phone] else { return false }
+        return store.users.withUser(id) { !$0.mfaInfo.isEmpty } ?? false
     }
 
     // MARK: non-durable state
@@ -367,7 +373,7 @@ public struct StoreTransaction: ~Copyable {
     /// Deletes every user of the store and their refresh tokens (temporary proofs go too).
     public mutating func wipeUsers() {
         let users = p.pointee.users, phones = p.pointee.phoneIndex
-        p.pointee.users = [:]
+        p.pointee.users = UserTable()
         p.pointee.phoneIndex = [:]
         p.pointee.emailIndex = [:]
         p.pointee.federatedIndex = [:]

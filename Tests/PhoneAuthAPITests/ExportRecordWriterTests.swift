@@ -244,27 +244,6 @@ final class ExportRecordWriterTests: XCTestCase {
         XCTAssertTrue(try Files.read(dir + "/auth_export/accounts.json") == expected)
     }
 
-    /// The export's id order is `sorted()`'s: ASCII ids by their bytes (prefixes, then the strings), any other set of
-    /// ids by `sorted()` itself.
-    func testIdsSortAsStringsDo() {
-        var rng = SplitMix(seed: 77)
-        let alphabet = Array("aAzZ09_-.\u{0}\u{7F} ~")
-        for round in 0..<50 {
-            var ids = Set<String>()
-            for _ in 0..<Int.random(in: 0...400, using: &rng) {
-                let len = Int.random(in: 0...24, using: &rng)
-                ids.insert(String((0..<len).map { _ in alphabet.randomElement(using: &rng)! }))
-            }
-            // Shared long prefixes: the ties past 16 bytes.
-            ids.insert("u0000000000000000a")
-            ids.insert("u0000000000000000")
-            ids.insert("u0000000000000000\u{0}")
-            if round % 5 == 0 { ids.insert("é" + String(round)); ids.insert("e\u{301}" + String(round)) }  // not ASCII: sorted()
-            XCTAssertEqual(ExportImport.sortedIds(ids), ids.sorted(), "round \(round)")
-        }
-        XCTAssertEqual(ExportImport.sortedIds([String]()), [])
-    }
-
     func testAnEmptyStoreExportsTheGenericEmptyDocument() throws {
         let dir = TemporaryDirectory.make("export-writer-empty")
         defer { TemporaryDirectory.remove(dir) }

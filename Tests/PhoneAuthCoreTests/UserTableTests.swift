@@ -1,0 +1,137 @@
+import PhoneAuthTestSupport
+import XCTest
+
+@testable import PhoneAuthCore
+
+/// `UserTable` against a plain dictionary: random inserts (in order and out of it), replacements and deletes, with
+/// enough of each to cross the recent-uid merges and the dead-uid compactions; every page and lookup must agree.
+final class UserTableTests: XCTestCase {
+    private func user(_ id: String, _ n: Int) -> UserRecord {
+        var u = UserRecord(localId: id, createdAt: Int64(n))
+        u.displayName = "user \(n)"
+        if n % 3 == 0 { u.phoneNumber = "+1555\(n)" }
+        if n % 5 == 0 { u.photoUrl = "https://example.com/\(n).png" }
+        return u
+    }
+
+    private func assertSame(_ t: UserTable, _ model: [String: UserRecord], _ rng: inout SplitMix, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(t.count, model.count, file: file, line: line)
+        let sorted = model.keys.sorted()
+        XCTAssertEqual(t.ids(after: nil, limit: .max), sorted, file: file, line: line)
+        // A few pages from random places, and from uids that are not (or no longer) in the table.
+        for _ in 0..<5 {
+            let after: String? = sorted.isEmpty ? nil : (rng.next() % 2 == 0 ? sorted[Int(rng.next() % UInt64(sorted.count))] : "u\(rng.next() % 100_000)")
+            let limit = Int(rng.next() % 50) + 1
+            let expected = Array(sorted.filter { after == nil || $0 > after! }.prefix(limit))
+            XCTAssertEqual(t.ids(after: after, limit: limit), expected, "after \(after ?? "nil")", file: file, line: line)
+        }
+        var seen = 0
+        for (id, u) in t {
+            XCTAssertEqual(model[id], u, file: file, line: line)
+            seen += 1
+        }
+        XCTAssertEqual(seen, model.count, file: file, line: line)
+        XCTAssertEqual(Set(t.keys), Set(model.keys), file: file, line: line)
+    }
+
+    func testRandomOperationsMatchADictionary() {
+        var rng = SplitMix(seed: 29)
+        var t = UserTable()
+        var model: [String: UserRecord] = [:]
+        var n = 0
+        // Phase 1: in order (the append path), phase 2: random uids (merges), phase 3: deletes and re-inserts of deleted
+        // uids (dead uids, compactions), phase 4: everything mixed.
+        for _ in 0..<6000 {
+            n += 1
+            let id = String(format: "a%07d", n)
+            XCTAssertNil(t.updateValue(user(id, n), forKey: id))
+            model[id] = user(id, n)
+        }
+        assertSame(t, model, &rng)
+        for _ in 0..<9000 {
+            n += 1
+            let id = "r\(rng.next() % 1_000_000)"
+            let old = t.updateValue(user(id, n), forKey: id)
+            XCTAssertEqual(old, model[id])
+            model[id] = user(id, n)
+        }
+        assertSame(t, model, &rng)
+        var deleted: [String] = []
+        for _ in 0..<7000 {
+            let keys = Array(model.keys)
+            let id = keys[Int(rng.next() % UInt64(keys.count))]
+            XCTAssertEqual(t.removeValue(forKey: id), model.removeValue(forKey: id))
+            deleted.append(id)
+        }
+        assertSame(t, model, &rng)
+        for id in deleted.prefix(3000) {
+            n += 1
+            XCTAssertNil(t.updateValue(user(id, n), forKey: id))
+            model[id] = user(id, n)
+        }
+        assertSame(t, model, &rng)
+        for _ in 0..<20000 {
+            n += 1
+            switch rng.next() % 4 {
+            case 0, 1:
+                let id = rng.next() % 2 == 0 ? "r\(rng.next() % 1_000_000)" : String(format: "z%07d", n)
+                XCTAssertEqual(t.updateValue(user(id, n), forKey: id), model[id])
+                model[id] = user(id, n)
+            case 2:
+                guard !model.isEmpty else { continue }
+                let keys = Array(model.keys)
+                let id = keys[Int(rng.next() % UInt64(keys.count))]
+                XCTAssertEqual(t.removeValue(forKey: id), model.removeValue(forKey: id))
+            default:
+                let id = "r\(rng.next() % 1_000_000)"
+                XCTAssertEqual(t[id], model[id])
+                XCTAssertEqual(t.contains(id), model[id] != nil)
+                XCTAssertNil(t.removeValue(forKey: "missing\(n)"))
+            }
+            if n % 5000 == 0 { assertSame(t, model, &rng) }
+        }
+        assertSame(t, model, &rng)
+        for id in Array(model.keys) { XCTAssertNotNil(t.removeValue(forKey: id)) }
+        XCTAssertTrue(t.isEmpty)
+        XCTAssertEqual(t.ids(after: nil, limit: 10), [])
+    }
+
+    func testReplacingKeepsTheSlotAndReturnsTheOldRecord() {
+        var t = UserTable()
+        t.updateValue(user("b", 1), forKey: "b")
+        t.updateValue(user("a", 2), forKey: "a")
+        XCTAssertEqual(t.updateValue(user("b", 3), forKey: "b")?.createdAt, 1)
+        XCTAssertEqual(t["b"]?.createdAt, 3)
+        XCTAssertEqual(t.count, 2)
+        XCTAssertEqual(t.ids(after: "", limit: 5), ["a", "b"])
+        XCTAssertEqual(t.withUser("a") { $0.displayName } ?? nil, "user 2")
+        XCTAssertNil(t.withUser("c") { $0.displayName })
+    }
+
+    /// The rarely set fields live in a shared box: writing one on a copy never changes the original, clearing them
+    /// all drops the box, and equality compares values.
+    func testRareFieldsAreValues() {
+        var a = UserRecord(localId: "u", createdAt: 1)
+        a.photoUrl = "https://example.com/p.png"
+        var b = a
+        b.screenName = "sn"
+        b.providerUserInfo = [ProviderUserInfo(providerId: "google.com", rawId: "g1")]
+        XCTAssertNil(a.screenName)
+        XCTAssertTrue(a.providerUserInfo.isEmpty)
+        XCTAssertEqual(b.photoUrl, "https://example.com/p.png")
+        XCTAssertNotEqual(a, b)
+        b.screenName = nil
+        b.providerUserInfo = []
+        XCTAssertEqual(a, b)
+        b.photoUrl = nil
+        XCTAssertEqual(b, UserRecord(localId: "u", createdAt: 1))
+        var c = UserRecord(localId: "u", createdAt: 1)
+        c.lastLoginAt = 0
+        XCTAssertEqual(c.lastLoginAt, 0)
+        c.lastLoginAt = nil
+        XCTAssertNil(c.lastLoginAt)
+        c.validSince = -5
+        XCTAssertEqual(c.validSince, -5)
+        XCTAssertLessThanOrEqual(MemoryLayout<UserRecord>.size, 184)
+    }
+}
