@@ -369,29 +369,79 @@ public enum ExportImport {
             batch.removeAll(keepingCapacity: true)
             places.removeAll(keepingCapacity: true)
         }
+        // Reading and parsing on a thread of its own, a batch at a time, while this one writes the previous batches
+        // (two cores: the import takes about the longer of the two instead of their sum); at most `importBatchesInFlight`
+        // batches wait between them.
+        let pipe = BatchPipe<ParsedPiece>(capacity: importBatchesInFlight)
+        let handoff = Handoff(source)
+        let reader = NativeThread.start { parseRecords(handoff.value, format: format, shown: shown, into: pipe) }
+        do throws(Failure) {
+            loop: while true {
+                switch pipe.receive() {
+                case .records(let users, let at):
+                    for (u, p) in zip(users, at) { try add(u, p) }
+                case .failed(let message): throw Failure(description: message)
+                case .end: break loop
+                }
+            }
+            try flush()
+        } catch {
+            pipe.cancel()
+            reader.join()
+            throw error
+        }
+        reader.join()
+        return total
+    }
+
+    /// Batches handed from the reading thread to the writing one.
+    static let importBatchesInFlight = 4
+
+    enum ParsedPiece: Sendable {
+        case records([JSON], [(index: Int, offset: Int, line: Int)])
+        /// The file's first problem (the message names the file, record, byte and line).
+        case failed(String)
+        case end
+    }
+
+    /// The reading thread: each record of the file parsed (JSON) or mapped (CSV) into a batchCreate user, sent
+    /// `importBatch` at a time; stops at the end, at the first problem, or when the writer gives up.
+    private static func parseRecords(_ source: FileByteSource, format: AccountsFormat, shown: String, into pipe: BatchPipe<ParsedPiece>) {
+        var users: [JSON] = [], places: [(index: Int, offset: Int, line: Int)] = []
+        users.reserveCapacity(importBatch)
+        places.reserveCapacity(importBatch)
+        func put(_ u: JSON, _ p: (index: Int, offset: Int, line: Int)) -> Bool {
+            users.append(u)
+            places.append(p)
+            guard users.count == importBatch else { return true }
+            defer { users.removeAll(keepingCapacity: true); places.removeAll(keepingCapacity: true) }
+            return pipe.send(.records(users, places))
+        }
+        func finish(_ last: ParsedPiece) {
+            if !users.isEmpty, !pipe.send(.records(users, places)) { return }
+            _ = pipe.send(last)
+        }
         switch format {
         case .json:
             let reader = JSONRecordReader(source)
             while true {
                 let record: JSONRecordReader.Record?
-                do { record = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
-                guard let r = record else { break }
-                try add(productionRecord(r.value), (r.index, r.offset, r.line))
+                do { record = try reader.next() } catch { return finish(.failed("\(shown): \(error)")) }
+                guard let r = record else { return finish(.end) }
+                guard put(productionRecord(r.value), (r.index, r.offset, r.line)) else { return }
             }
         case .csv:
             let reader = CSVRowReader(source)
             while true {
                 let row: CSVRowReader.Row?
-                do { row = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
-                guard let r = row else { break }
+                do { row = try reader.next() } catch { return finish(.failed("\(shown): \(error)")) }
+                guard let r = row else { return finish(.end) }
                 guard r.fields.count >= 28 else {
-                    throw Failure(description: "\(at((r.index, r.offset, r.line))): \(r.fields.count) columns, expected firebase auth:export's 28")
+                    return finish(.failed("\(shown): record \(r.index) (byte \(r.offset), line \(r.line)): \(r.fields.count) columns, expected firebase auth:export's 28"))
                 }
-                try add(csvUser(r.fields), (r.index, r.offset, r.line))
+                guard put(csvUser(r.fields), (r.index, r.offset, r.line)) else { return }
             }
         }
-        try flush()
-        return total
     }
 
     /// Production's `firebase auth:export` JSON names the last sign-in `lastSignedInAt`; ours and batchCreate's say
