@@ -1,3 +1,4 @@
+import Dispatch
 import EmulatorSupport
 import PhoneAuthCore
 #if canImport(Glibc)
@@ -70,33 +71,93 @@ public enum ExportImport {
     }
 
     /// Streams the store's users, sorted by uid, into `name` (`{"kind": …, "users": [...]}`, laid out as
-    /// `prettySerialized` would): one user rendered at a time into a buffer written out each MiB, so memory does not
-    /// grow with the file; atomically (`Files.AtomicFileWriter`). The users are those of one moment: the store's table
-    /// is taken by reference under its lock (a writer meanwhile copies it, the export does not).
+    /// `prettySerialized` would), atomically (`Files.AtomicFileWriter`). The users are rendered `renderChunk` at a time
+    /// on every core (`ExportRecordWriter`: straight into bytes, no `JSON` built), a few chunks at once, and written out
+    /// in order while the next ones render, so memory holds a few chunks, not the file. The users are those of one
+    /// moment: the store's table is taken by reference under its lock (a writer meanwhile copies it, the export does
+    /// not), its uids already in order (`UserTable.ids`).
     static func writeAccounts(_ app: PhoneAuthApp, _ key: StoreKey, into dirFD: Int32, name: String) throws(Files.IOError) -> Int {
         let users = app.emulator.existingStore(key)?.read { $0.users } ?? UserTable()
-        let ids = users.keys.sorted()
+        // In uid order already (the table keeps its uids sorted, as `sorted()` orders them).
+        let ids = users.ids(after: nil, limit: users.count)
         let file = try Files.AtomicFileWriter(in: dirFD, name: name)
-        var out: [UInt8] = []
-        out.reserveCapacity(flushBytes + 64 << 10)
-        out.append(contentsOf: "{\n  \"kind\": \"identitytoolkit#DownloadAccountResponse\",\n  \"users\": [".utf8)
-        for (n, id) in ids.enumerated() {
-            guard let u = users[id] else { continue }
-            out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
-            exportRecord(app, u).prettySerialized(into: &out, level: 2)
-            if out.count >= flushBytes {
-                try file.write(out)
-                out.removeAll(keepingCapacity: true)
-            }
+        try file.write(Array("{\n  \"kind\": \"identitytoolkit#DownloadAccountResponse\",\n  \"users\": [".utf8))
+        let direct = ExportRecordWriter.knows(app.emulator.userFields)
+        let chunks = (ids.count + renderChunk - 1) / renderChunk
+        // Up to 8 cores: at most 16 chunks (~26 MB for the bench's users) rendered and waiting at once.
+        let workers = min(8, max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        // The file is written on its own queue, a batch behind the rendering: copying 400 MB into the page cache is a
+        // second of CPU at a million users, and it overlaps the next batch's rendering instead of waiting for it.
+        let writer = DispatchQueue(label: "phone-auth.export-writer")
+        let written = DispatchGroup()
+        let failure = Locked<Files.IOError?>(nil)
+        let sink = ExportSink(file)
+        func waitForWriter() throws(Files.IOError) {
+            written.wait()
+            if let e = failure.withLock({ $0 }) { throw e }
         }
-        out.append(contentsOf: ids.isEmpty ? "]\n}\n".utf8 : "\n  ]\n}\n".utf8)
-        try file.write(out)
+        var next = 0
+        while next < chunks {
+            let batch = min(chunks - next, 2 * workers)
+            let rendered = RenderedChunks(batch)
+            let first = next
+            DispatchQueue.concurrentPerform(iterations: batch) { j in
+                let lo = (first + j) * renderChunk, hi = min(lo + renderChunk, ids.count)
+                var out: [UInt8] = []
+                out.reserveCapacity((hi - lo) * 512)
+                for n in lo..<hi {
+                    // Read in place (no copy of the record and its strings' retains).
+                    _ = users.withUser(ids[n]) { u in
+                        out.append(contentsOf: n == 0 ? "\n    ".utf8 : ",\n    ".utf8)
+                        if direct && ExportRecordWriter.canWrite(u) {
+                            ExportRecordWriter.write(u, into: &out)
+                        } else {
+                            exportRecord(app, u).prettySerialized(into: &out, level: 2)
+                        }
+                    }
+                }
+                rendered.set(j, out)
+            }
+            try waitForWriter()
+            writer.async(group: written) {
+                for j in 0..<batch {
+                    do throws(Files.IOError) { try sink.file.write(rendered.take(j)) } catch {
+                        failure.withLock { $0 = error }
+                        return
+                    }
+                }
+            }
+            next += batch
+        }
+        try waitForWriter()
+        try file.write(Array((ids.isEmpty ? "]\n}\n" : "\n  ]\n}\n").utf8))
         try file.commit()
         return ids.count
     }
 
-    /// Export buffers are written out past this size.
-    static let flushBytes = 1 << 20
+    /// The export's file, handed to its writer queue (one writer at a time: `writeAccounts` waits for the queue before
+    /// it writes itself).
+    final class ExportSink: @unchecked Sendable {
+        let file: Files.AtomicFileWriter
+        init(_ file: Files.AtomicFileWriter) { self.file = file }
+    }
+
+    /// Users rendered per chunk (a worker's unit of an export).
+    static let renderChunk = 4096
+
+    /// The rendered chunks of one batch, each set by its worker (`concurrentPerform`), then taken in order.
+    final class RenderedChunks: @unchecked Sendable {
+        private let slots: Locked<[[UInt8]]>
+        init(_ n: Int) { slots = Locked(Array(repeating: [], count: n)) }
+        func set(_ j: Int, _ bytes: [UInt8]) { slots.withLock { $0[j] = bytes } }
+        func take(_ j: Int) -> [UInt8] {
+            slots.withLock { s in
+                var out: [UInt8] = []
+                swap(&out, &s[j])
+                return out
+            }
+        }
+    }
 
     /// A user as `accounts.json` holds it: the admin wire form, with TOTP factors' secrets (`MFAEnrollment.exportJSON`:
     /// no lookup shows them, an import needs them).
@@ -308,29 +369,79 @@ public enum ExportImport {
             batch.removeAll(keepingCapacity: true)
             places.removeAll(keepingCapacity: true)
         }
+        // Reading and parsing on a thread of its own, a batch at a time, while this one writes the previous batches
+        // (two cores: the import takes about the longer of the two instead of their sum); at most `importBatchesInFlight`
+        // batches wait between them.
+        let pipe = BatchPipe<ParsedPiece>(capacity: importBatchesInFlight)
+        let handoff = Handoff(source)
+        let reader = NativeThread.start { parseRecords(handoff.value, format: format, shown: shown, into: pipe) }
+        do throws(Failure) {
+            loop: while true {
+                switch pipe.receive() {
+                case .records(let users, let at):
+                    for (u, p) in zip(users, at) { try add(u, p) }
+                case .failed(let message): throw Failure(description: message)
+                case .end: break loop
+                }
+            }
+            try flush()
+        } catch {
+            pipe.cancel()
+            reader.join()
+            throw error
+        }
+        reader.join()
+        return total
+    }
+
+    /// Batches handed from the reading thread to the writing one.
+    static let importBatchesInFlight = 4
+
+    enum ParsedPiece: Sendable {
+        case records([JSON], [(index: Int, offset: Int, line: Int)])
+        /// The file's first problem (the message names the file, record, byte and line).
+        case failed(String)
+        case end
+    }
+
+    /// The reading thread: each record of the file parsed (JSON) or mapped (CSV) into a batchCreate user, sent
+    /// `importBatch` at a time; stops at the end, at the first problem, or when the writer gives up.
+    private static func parseRecords(_ source: FileByteSource, format: AccountsFormat, shown: String, into pipe: BatchPipe<ParsedPiece>) {
+        var users: [JSON] = [], places: [(index: Int, offset: Int, line: Int)] = []
+        users.reserveCapacity(importBatch)
+        places.reserveCapacity(importBatch)
+        func put(_ u: JSON, _ p: (index: Int, offset: Int, line: Int)) -> Bool {
+            users.append(u)
+            places.append(p)
+            guard users.count == importBatch else { return true }
+            defer { users.removeAll(keepingCapacity: true); places.removeAll(keepingCapacity: true) }
+            return pipe.send(.records(users, places))
+        }
+        func finish(_ last: ParsedPiece) {
+            if !users.isEmpty, !pipe.send(.records(users, places)) { return }
+            _ = pipe.send(last)
+        }
         switch format {
         case .json:
             let reader = JSONRecordReader(source)
             while true {
                 let record: JSONRecordReader.Record?
-                do { record = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
-                guard let r = record else { break }
-                try add(productionRecord(r.value), (r.index, r.offset, r.line))
+                do { record = try reader.next() } catch { return finish(.failed("\(shown): \(error)")) }
+                guard let r = record else { return finish(.end) }
+                guard put(productionRecord(r.value), (r.index, r.offset, r.line)) else { return }
             }
         case .csv:
             let reader = CSVRowReader(source)
             while true {
                 let row: CSVRowReader.Row?
-                do { row = try reader.next() } catch { throw Failure(description: "\(shown): \(error)") }
-                guard let r = row else { break }
+                do { row = try reader.next() } catch { return finish(.failed("\(shown): \(error)")) }
+                guard let r = row else { return finish(.end) }
                 guard r.fields.count >= 28 else {
-                    throw Failure(description: "\(at((r.index, r.offset, r.line))): \(r.fields.count) columns, expected firebase auth:export's 28")
+                    return finish(.failed("\(shown): record \(r.index) (byte \(r.offset), line \(r.line)): \(r.fields.count) columns, expected firebase auth:export's 28"))
                 }
-                try add(csvUser(r.fields), (r.index, r.offset, r.line))
+                guard put(csvUser(r.fields), (r.index, r.offset, r.line)) else { return }
             }
         }
-        try flush()
-        return total
     }
 
     /// Production's `firebase auth:export` JSON names the last sign-in `lastSignedInAt`; ours and batchCreate's say

@@ -156,7 +156,7 @@ public enum CustomClaims {
     public static func validate(_ text: String) throws(AuthError) -> String {
         guard text.utf16.count <= maxLength else { throw AuthError(.claimsTooLarge) }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
-        for k in o.keys where reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }
+        for (k, _) in o where reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }  // no array of the keys
         return text
     }
 }

@@ -203,11 +203,7 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
                 stores[k, default: StoreSnapshot(key: k)].config = config
                 stores[k, default: StoreSnapshot(key: k)].tenant = tenant
             }
-            for row in try c.query("SELECT project, tenant, doc FROM users") {
-                let k = key(row)
-                guard let u = row[2].text.flatMap({ Codecs.decodeUser($0, fields: userFields) }) else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
-                stores[k, default: StoreSnapshot(key: k)].users.append(u)
-            }
+            try loadUsers(c, into: &stores)
             for row in try c.query("SELECT project, tenant, doc FROM sessions") {
                 let k = key(row)
                 guard let s = row[2].text.flatMap(Codecs.decodeSession) else { throw SQLiteError(code: 0, message: "unreadable session in \(k)") }
@@ -225,6 +221,71 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
             // Projects before their tenants, so a tenant's first use sees its project's config.
             let ordered = stores.values.sorted { ($0.key.tenantId == nil ? 0 : 1, $0.key.projectId, $0.key.tenantId ?? "") < ($1.key.tenantId == nil ? 0 : 1, $1.key.projectId, $1.key.tenantId ?? "") }
             return (ordered, tokens)
+        }
+    }
+
+    /// The users table, streamed (rows in primary-key order, so each store's rows come together) and decoded on every
+    /// core: this thread steps SQLite and copies the documents into chunks (`UserRowChunk`), worker threads read each
+    /// chunk straight into records (`UserRowDecoder`; the generic way, `Codecs.decodeUser`, for a document it does not
+    /// take), and the chunks join their store's users in row order. At most two chunks per core (up to 8) wait to be decoded,
+    /// so memory holds the records and a few chunks, not a copy of the table.
+    private func loadUsers(_ c: SQLiteConnection, into stores: inout [StoreKey: StoreSnapshot]) throws {
+        let decoder = UserRowDecoder(userFields)
+        let fields = userFields
+        // Up to 8 cores: at most 16 chunks (~1 MB of documents each) read and waiting to be decoded.
+        let workers = min(8, max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        let slots = DispatchSemaphore(value: 2 * workers)
+        let group = DispatchGroup()
+        // Chunk number → its records; a chunk with an unreadable document leaves no entry.
+        let results = Locked<[Int: [UserRecord]]>([:])
+        var keys: [StoreKey] = []  // each chunk's store
+        var chunk = UserRowChunk()
+        var project: [UInt8] = [], tenant: [UInt8] = []
+        var current: StoreKey? = nil
+        func submit() {
+            guard !chunk.isEmpty, let k = current else { return }
+            let n = keys.count
+            keys.append(k)
+            let work = chunk
+            chunk = UserRowChunk()
+            slots.wait()
+            DispatchQueue.global().async(group: group) {
+                if let users = work.decode(decoder, fields) { results.withLock { $0[n] = users } }
+                slots.signal()
+            }
+        }
+        do {
+            try c.forEachRow("SELECT project, tenant, doc FROM users") { row in
+                let p = row.bytes(0), t = row.bytes(1)
+                if current == nil || !p.elementsEqual(project) || !t.elementsEqual(tenant) {
+                    submit()
+                    project = Array(p)
+                    tenant = Array(t)
+                    current = StoreKey(projectId: String(decoding: p, as: UTF8.self), tenantId: String(decoding: t, as: UTF8.self))
+                }
+                chunk.append(row.bytes(2))
+                if chunk.count == UserRowChunk.rows { submit() }
+            }
+            submit()
+        } catch {
+            group.wait()
+            throw error
+        }
+        group.wait()
+        var decoded = results.withLock { r in
+            var taken: [Int: [UserRecord]] = [:]
+            swap(&taken, &r)
+            return taken
+        }
+        var counts: [StoreKey: Int] = [:]
+        for (n, k) in keys.enumerated() {
+            guard let users = decoded[n] else { throw SQLiteError(code: 0, message: "unreadable user in \(k)") }
+            counts[k, default: 0] += users.count
+        }
+        for (k, n) in counts { stores[k, default: StoreSnapshot(key: k)].users.reserveCapacity((stores[k]?.users.count ?? 0) + n) }
+        for (n, k) in keys.enumerated() {
+            guard let users = decoded.removeValue(forKey: n) else { continue }
+            stores[k]?.users.append(contentsOf: users)
         }
     }
 

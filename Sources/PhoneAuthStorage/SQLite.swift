@@ -95,6 +95,33 @@ final class SQLiteConnection: @unchecked Sendable {
         return rows
     }
 
+    /// One row of `forEachRow`, its columns read in place (valid until the next row).
+    struct Row {
+        let statement: OpaquePointer
+
+        /// A column's bytes as stored (text or blob; empty for NULL), not copied.
+        func bytes(_ column: Int32) -> UnsafeBufferPointer<UInt8> {
+            // sqlite3_column_text first, then _bytes (SQLite's order for the length of the text form).
+            guard let p = sqlite3_column_text(statement, column) else { return UnsafeBufferPointer(start: nil, count: 0) }
+            return UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(statement, column)))
+        }
+
+        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    }
+
+    /// Steps a query, handing each row to `body` without collecting them (a table of a million rows read once).
+    func forEachRow(_ sql: String, _ values: [SQLValue] = [], _ body: (Row) throws -> Void) throws {
+        let s = try statement(sql)
+        try bind(s, values)
+        defer { sqlite3_reset(s) }
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw error(rc) }
+            try body(Row(statement: s))
+        }
+    }
+
     private func bind(_ s: OpaquePointer, _ values: [SQLValue]) throws {
         for (i, v) in values.enumerated() {
             let idx = Int32(i + 1)

@@ -105,7 +105,7 @@ final class UserTableTests: XCTestCase {
         XCTAssertEqual(t.count, 2)
         XCTAssertEqual(t.ids(after: "", limit: 5), ["a", "b"])
         XCTAssertEqual(t.withUser("a") { $0.displayName } ?? nil, "user 2")
-        XCTAssertNil(t.withUser("c") { $0.displayName })
+        XCTAssertNil(t.withUser("c") { $0.localId })
     }
 
     /// The rarely set fields live in a shared box: writing one on a copy never changes the original, clearing them
