@@ -134,4 +134,38 @@ final class UserTableTests: XCTestCase {
         XCTAssertEqual(c.validSince, -5)
         XCTAssertLessThanOrEqual(MemoryLayout<UserRecord>.size, 184)
     }
+
+    /// A restart's users (enough for the bulk path, whose indexes are built on a second thread): every uid, phone
+    /// number and email finds its user, and the result is the one saving each user in turn gives.
+    func testARestoredStoreFindsEveryUserByUidPhoneAndEmail() {
+        let n = AuthStore.parallelRestoreMinimum + 1234
+        var users: [UserRecord] = []
+        for i in 0..<n {
+            var u = UserRecord(localId: "u\((i &* 7919) % 1_000_003)x", createdAt: Int64(i))
+            if i % 2 == 0 { u.phoneNumber = "+1555\(1_000_000 + i)" }
+            if i % 3 == 0 { u.email = "User\(i)@Example.com" }
+            if i % 500 == 0 { u.providerUserInfo = [ProviderUserInfo(providerId: "google.com", rawId: "g\(i)")] }
+            users.append(u)
+        }
+        var small = users.prefix(100).map { $0 }
+        small.reverse()
+        for (label, batch) in [("bulk", users), ("one at a time", small)] {
+            let e = makeTestEmulator(seed: 1)
+            var snap = StoreSnapshot(key: StoreKey(projectId: "p"))
+            snap.users = batch
+            e.restore([snap], refreshTokens: [])
+            e.existingStore(StoreKey(projectId: "p"))!.read { s in
+                XCTAssertEqual(s.users.count, batch.count, label)
+                XCTAssertEqual(s.users.ids(after: nil, limit: .max), batch.map(\.localId).sorted(), label)
+                for u in batch {
+                    XCTAssertEqual(s.users[u.localId], u, label)
+                    if let p = u.phoneNumber { XCTAssertEqual(s.user(phone: p)?.localId, u.localId, label) }
+                    if let m = u.email { XCTAssertEqual(s.user(email: m)?.localId, u.localId, label) }
+                }
+                XCTAssertEqual(s.phoneIndex.count, batch.filter { $0.phoneNumber != nil }.count, label)
+                XCTAssertEqual(s.emailIndex.count, batch.filter { $0.email != nil }.count, label)
+                XCTAssertEqual(s.federatedIndex.count, batch.filter { !$0.providerUserInfo.isEmpty }.count, label)
+            }
+        }
+    }
 }
