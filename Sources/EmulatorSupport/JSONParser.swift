@@ -209,15 +209,11 @@ public struct JSONParser {
             guard i < bytes.count else { break }
             let e = bytes[i]
             i += 1
+            if let b = JSONEscape.byte(for: e) {
+                out.append(b)
+                continue
+            }
             switch e {
-            case UInt8(ascii: "\""): out.append(0x22)
-            case UInt8(ascii: "\\"): out.append(0x5C)
-            case UInt8(ascii: "/"): out.append(0x2F)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
             case UInt8(ascii: "u"):
                 var scalar = try hex4()
                 if scalar >= 0xD800 && scalar < 0xDC00 {
@@ -244,17 +240,38 @@ public struct JSONParser {
         guard i + 4 <= bytes.count else { throw fail("Invalid \\u escape") }
         var v: UInt32 = 0
         for _ in 0..<4 {
-            let c = bytes[i]
-            let d: UInt32
-            switch c {
-            case 0x30...0x39: d = UInt32(c - 0x30)
-            case 0x41...0x46: d = UInt32(c - 0x41 + 10)
-            case 0x61...0x66: d = UInt32(c - 0x61 + 10)
-            default: throw fail("Invalid \\u escape")
-            }
+            guard let d = JSONEscape.hexDigit(bytes[i]) else { throw fail("Invalid \\u escape") }
             v = v << 4 | d
             i += 1
         }
         return v
+    }
+}
+
+/// JSON's string escapes, shared by the parser and the journal's row decoder (PhoneAuthStorage/UserRowDecoder.swift).
+public enum JSONEscape {
+    /// The byte a one-letter escape stands for (`\n` → 0x0A …); nil for `u` and anything that is not an escape.
+    @inline(__always) public static func byte(for e: UInt8) -> UInt8? {
+        switch e {
+        case UInt8(ascii: "\""): 0x22
+        case UInt8(ascii: "\\"): 0x5C
+        case UInt8(ascii: "/"): 0x2F
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
+    }
+
+    /// A hexadecimal digit's value (`\uXXXX`), either case.
+    @inline(__always) public static func hexDigit(_ c: UInt8) -> UInt32? {
+        switch c {
+        case 0x30...0x39: UInt32(c - 0x30)
+        case 0x41...0x46: UInt32(c - 0x41 + 10)
+        case 0x61...0x66: UInt32(c - 0x61 + 10)
+        default: nil
+        }
     }
 }

@@ -235,27 +235,16 @@ struct UserRowDecoder: Sendable {
                 guard i + 1 < bytes.count else { return nil }
                 let e = bytes[i + 1]
                 i += 2
+                if let b = JSONEscape.byte(for: e) {
+                    out.append(b)
+                    continue
+                }
                 switch e {
-                case 0x22: out.append(0x22)
-                case 0x5C: out.append(0x5C)
-                case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
                 case UInt8(ascii: "u"):
                     guard i + 4 <= bytes.count else { return nil }
                     var v: UInt32 = 0
                     for k in 0..<4 {
-                        let h = bytes[i + k]
-                        let d: UInt32
-                        switch h {
-                        case 0x30...0x39: d = UInt32(h - 0x30)
-                        case 0x61...0x66: d = UInt32(h - 0x61 + 10)
-                        case 0x41...0x46: d = UInt32(h - 0x41 + 10)
-                        default: return nil
-                        }
+                        guard let d = JSONEscape.hexDigit(bytes[i + k]) else { return nil }
                         v = v << 4 | d
                     }
                     i += 4
