@@ -92,12 +92,7 @@ public enum PhoneAuthServer {
                 let started = Timestamp.systemMillis()
                 let snapshot = try dataDir.loadSnapshot()
                 let loaded = Timestamp.systemMillis()
-                // The user tables sized once instead of doubling their way to a million users (each doubling rehashes
-                // every key). Projects only: a tenant's store is first made by `restore`, after its project's config.
-                for snap in snapshot.stores where snap.key.tenantId == nil && snap.users.count > 1000 {
-                    _ = emulator.store(snap.key)
-                    emulator.reserveUsers(snap.key, snap.users.count)
-                }
+                // `restore` sizes each store's user tables once (`AuthStore.restoreUsers`).
                 emulator.restore(snapshot.stores, refreshTokens: snapshot.refreshTokens)
                 let users = snapshot.stores.reduce(0) { $0 + $1.users.count }
                 logger.info("restored state", [("dataDir", dataDir.path), ("users", String(users)),
