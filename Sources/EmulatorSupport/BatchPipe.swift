@@ -42,6 +42,9 @@ public final class BatchPipe<Item: Sendable>: Sendable {
         return item
     }
 
+    /// How many items wait for the consumer now (a producer's hint: the consumer is behind).
+    public var waiting: Int { state.withLock { $0.items.count } }
+
     /// Consumer: gives up; a producer waiting for a place (or sending later) gets false and stops.
     public func cancel() {
         state.withLock { s in

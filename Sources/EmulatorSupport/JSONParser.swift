@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Why a JSON text was refused; `description` reads like Google's "Invalid JSON payload received." tails.
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
@@ -18,6 +22,7 @@ public struct JSONParser {
     private var i = 0
     private let maxDepth: Int
     private let maxObjectKeys: Int
+    private let names: JSONNameCache?
 
     public static func parse(_ data: [UInt8], maxDepth: Int = defaultMaxDepth,
                              maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
@@ -31,14 +36,27 @@ public struct JSONParser {
     }
 
     /// Parses bytes in place (the stream reader's records, JSONStream.swift, without copying them out of its buffer).
+    /// `names`: member names kept from earlier texts and reused (the stream reader's, for a file of records that
+    /// repeat the same names).
     public static func parse(_ buf: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
-                             maxObjectKeys: Int = defaultMaxObjectKeys) throws(JSONParseError) -> JSON {
-        var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
+                             maxObjectKeys: Int = defaultMaxObjectKeys, names: JSONNameCache? = nil) throws(JSONParseError) -> JSON {
+        var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys, names: names)
         p.skipWhitespace()
         let v = try p.parseValue(depth: 0)
         p.skipWhitespace()
         guard p.i == buf.count else { throw p.fail("Unexpected trailing data") }
         return v
+    }
+
+    /// The value at the start of `buf` and how many bytes it takes (whitespace before it included): the stream
+    /// reader's records, parsed where they lie without first scanning for their end. Whatever follows the value is
+    /// not looked at; a value cut off by the end of `buf` fails like any other.
+    public static func parsePrefix(_ buf: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
+                                   maxObjectKeys: Int = defaultMaxObjectKeys, names: JSONNameCache? = nil) throws(JSONParseError) -> (JSON, Int) {
+        var p = JSONParser(bytes: buf, maxDepth: maxDepth, maxObjectKeys: maxObjectKeys, names: names)
+        p.skipWhitespace()
+        let v = try p.parseValue(depth: 0)
+        return (v, p.i)
     }
 
     public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth,
@@ -51,10 +69,11 @@ public struct JSONParser {
         return try parse(Array(text.utf8), maxDepth: maxDepth, maxObjectKeys: maxObjectKeys)
     }
 
-    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxObjectKeys: Int) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxObjectKeys: Int, names: JSONNameCache? = nil) {
         self.bytes = bytes
         self.maxDepth = maxDepth
         self.maxObjectKeys = maxObjectKeys
+        self.names = names
     }
 
     private func fail(_ message: String) -> JSONParseError { JSONParseError(message: message, offset: i) }
@@ -95,14 +114,14 @@ public struct JSONParser {
         i += 1
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(JSONObject()) }
-        var obj = JSONObject(capacity: 4)
+        var obj = JSONObject(capacity: 8)
         var seen = 0
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("Expected a string key") }
             seen += 1
             guard seen <= maxObjectKeys else { throw fail("Too many keys in one object (more than \(maxObjectKeys))") }
-            let key = try parseString()
+            let key = try parseName()
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("Expected ':'") }
             i += 1
@@ -161,6 +180,33 @@ public struct JSONParser {
     }
 
     @inline(__always) private func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+    /// A member name: from `names` when it has these bytes (a short ASCII name without escapes), else as any string.
+    private mutating func parseName() throws(JSONParseError) -> String {
+        guard let names else { return try parseString() }
+        let start = i + 1
+        var j = start
+        var seen: UInt8 = 0
+        let limit = min(bytes.count, start + JSONNameCache.longest + 1)
+        while j < limit {
+            let b = bytes[j]
+            if b == UInt8(ascii: "\"") {
+                guard seen < 0x80, j > start else { break }
+                let name = UnsafeBufferPointer(rebasing: bytes[start..<j])
+                if let known = names.lookup(name) {
+                    i = j + 1
+                    return known
+                }
+                let text = try parseString()
+                names.insert(text, name)
+                return text
+            }
+            if b == UInt8(ascii: "\\") || b < 0x20 { break }
+            seen |= b
+            j += 1
+        }
+        return try parseString()
+    }
 
     private mutating func parseString() throws(JSONParseError) -> String {
         i += 1  // opening quote
@@ -273,5 +319,60 @@ public enum JSONEscape {
         case 0x61...0x66: UInt32(c - 0x61 + 10)
         default: nil
         }
+    }
+}
+
+/// Member names a parser has made, kept to be handed out again: a file of a million records repeats a dozen names,
+/// and making each again cost a validation per name and an allocation per name longer than 15 bytes, and later its
+/// release. Short ASCII names without escapes only, a fixed number of slots (a name that lands on a taken slot takes
+/// it over): memory stays bounded whatever a file holds. Used by one thread at a time (one reader's).
+public final class JSONNameCache {
+    /// Names up to this many bytes are kept.
+    public static let longest = 32
+    private static let slotCount = 64
+    /// Each slot's name bytes (`longest` apiece, one block) and length (0: empty), and the name made of them (raw
+    /// storage, not arrays: a lookup is a compare and a copy, without the exclusivity checks of a class's array).
+    private let bytes: UnsafeMutablePointer<UInt8>
+    private let lengths: UnsafeMutablePointer<Int>
+    private let values: UnsafeMutablePointer<String>
+
+    public init() {
+        bytes = .allocate(capacity: Self.slotCount * Self.longest)
+        lengths = .allocate(capacity: Self.slotCount)
+        lengths.initialize(repeating: 0, count: Self.slotCount)
+        values = .allocate(capacity: Self.slotCount)
+        values.initialize(repeating: "", count: Self.slotCount)
+    }
+
+    deinit {
+        bytes.deallocate()
+        lengths.deallocate()
+        values.deinitialize(count: Self.slotCount)
+        values.deallocate()
+    }
+
+    @inline(__always) private static func slot(_ name: UnsafeBufferPointer<UInt8>) -> Int {
+        let n = name.count
+        var h = n &* 0x9E37
+        h ^= Int(name[0]) &* 0x85EB
+        h ^= Int(name[n - 1]) &* 0xC2B2
+        h ^= Int(name[n >> 1]) &* 0x27D4
+        return (h ^ (h >> 7)) & (slotCount - 1)
+    }
+
+    /// The name with these bytes (1 to `longest` of them), if kept.
+    @inline(__always) func lookup(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        let s = Self.slot(name)
+        guard lengths[s] == name.count, memcmp(bytes + s * Self.longest, name.baseAddress!, name.count) == 0 else { return nil }
+        return values[s]
+    }
+
+    /// Keeps `text`, made of `name` (1 to `longest` bytes), in place of whatever shared its slot.
+    func insert(_ text: String, _ name: UnsafeBufferPointer<UInt8>) {
+        precondition(name.count >= 1 && name.count <= Self.longest)
+        let s = Self.slot(name)
+        (bytes + s * Self.longest).update(from: name.baseAddress!, count: name.count)
+        lengths[s] = name.count
+        values[s] = text
     }
 }

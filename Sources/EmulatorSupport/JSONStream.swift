@@ -94,6 +94,8 @@ public final class JSONRecordReader {
     private var atEnd = false
     /// A value that spans buffer refills, gathered here.
     private var spill: [UInt8] = []
+    /// The records' member names, made once (JSONParser.swift).
+    private let names = JSONNameCache()
 
     public init(_ source: any ByteSource, arrayKey: String = "users", bufferSize: Int = 1 << 20,
                 maxRecordBytes: Int = 1 << 20, maxMemberBytes: Int = 1 << 20, maxDepth: Int = 64) {
@@ -226,6 +228,17 @@ public final class JSONRecordReader {
     /// The value starting at `pos` (a non-whitespace byte), scanned to its end and parsed.
     private func captureValue(limit: Int, record: Int?, what: String) throws(JSONStreamError) -> (JSON, Int, Int) {
         let startOffset = base + pos, startLine = line
+        // An object or array that lies whole in the buffer (nearly every record) is parsed where it is, without the
+        // scan for its end below (a fifth of what reading a record cost). A value the buffer cuts off, one larger
+        // than `limit` or one with a problem takes the scanning path, which gathers, refuses and locates as before.
+        if buf[pos] == UInt8(ascii: "{") || buf[pos] == UInt8(ascii: "[") {
+            let window = UnsafeBufferPointer(rebasing: buf[pos..<min(end, pos + limit)])
+            if let (value, n) = try? JSONParser.parsePrefix(window, maxDepth: maxDepth, names: names) {
+                line += Self.newlines(in: UnsafeBufferPointer(rebasing: buf[pos..<pos + n]))
+                pos += n
+                return (value, startOffset, startLine)
+            }
+        }
         spill.removeAll(keepingCapacity: spill.capacity <= 4 << 20)
         let first = buf[pos]
         let scalar = first != UInt8(ascii: "{") && first != UInt8(ascii: "[") && first != UInt8(ascii: "\"")
@@ -315,6 +328,20 @@ public final class JSONRecordReader {
     }
 
     private func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<JSON, JSONParseError> {
-        do { return .success(try JSONParser.parse(bytes, maxDepth: maxDepth)) } catch { return .failure(error) }
+        do { return .success(try JSONParser.parse(bytes, maxDepth: maxDepth, names: names)) } catch { return .failure(error) }
+    }
+
+    /// How many line feeds `bytes` holds.
+    private static func newlines(in bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        guard var p = UnsafeRawPointer(bytes.baseAddress) else { return 0 }
+        var left = bytes.count
+        var n = 0
+        while left > 0, let hit = memchr(p, 0x0A, left) {
+            n += 1
+            let next = UnsafeRawPointer(hit) + 1
+            left -= next - p
+            p = next
+        }
+        return n
     }
 }

@@ -27,6 +27,19 @@ final class BatchPipeTests: XCTestCase {
         XCTAssertLessThanOrEqual(inFlight.withLock { $0.most }, 3 + 2)
     }
 
+    /// `waiting` counts what was sent and not yet received (the import's hint that its writer is behind).
+    func testWaitingCountsWhatTheConsumerHasNotTaken() {
+        let pipe = BatchPipe<Int>(capacity: 3)
+        XCTAssertEqual(pipe.waiting, 0)
+        XCTAssertTrue(pipe.send(1))
+        XCTAssertTrue(pipe.send(2))
+        XCTAssertEqual(pipe.waiting, 2)
+        XCTAssertEqual(pipe.receive(), 1)
+        XCTAssertEqual(pipe.waiting, 1)
+        pipe.cancel()
+        XCTAssertEqual(pipe.waiting, 0)
+    }
+
     /// A consumer that gives up with items in flight stops the producer (its next send is false) and the pipe can be
     /// dropped with them (libdispatch traps on a semaphore freed below its starting value).
     func testCancellingStopsTheProducerAndDropsWhatIsInFlight() {

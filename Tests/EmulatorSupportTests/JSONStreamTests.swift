@@ -67,6 +67,25 @@ final class JSONStreamTests: XCTestCase {
         }
     }
 
+    /// Records that lie whole in the buffer are parsed where they are: their lines, and the lines of the records and
+    /// problems after them, still count every line feed (pretty-printed exports, records of several lines).
+    func testMultiLineRecordsKeepTheLinesCountedWhereverTheyAreParsed() throws {
+        let text = "{\"users\": [\n  {\n    \"localId\": \"a\",\n    \"n\": [\n      1\n    ]\n  },\n  {\"localId\": \"b\"},\n  {\"localId\": }\n]}\n"
+        let bytes = Array(text.utf8)
+        for buffer in [16, 64, 1 << 20] {
+            let r = JSONRecordReader(ChunkedSource(bytes, chunk: 1 << 20), bufferSize: buffer)
+            let first = try r.next(), second = try r.next()
+            XCTAssertEqual(first?.line, 2, "buffer \(buffer)")
+            XCTAssertEqual(second?.line, 8, "buffer \(buffer)")
+            XCTAssertEqual(second?.value, ["localId": "b"])
+            XCTAssertEqual(second.map { bytes[$0.offset] }, UInt8(ascii: "{"))
+            XCTAssertThrowsError(try r.next(), "buffer \(buffer)") { e in
+                XCTAssertEqual((e as? JSONStreamError)?.line, 9, "buffer \(buffer): \(e)")
+                XCTAssertEqual((e as? JSONStreamError)?.record, 2)
+            }
+        }
+    }
+
     func testTruncatedAtAnyOffsetFailsAndNamesWhere() {
         let bytes = Array(Self.sample.utf8)
         // Every prefix short of the closing brace is refused (the trailing newline may go).

@@ -185,4 +185,61 @@ final class JSONTests: XCTestCase {
         func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
         func format4(_ v: Int) -> String { String(String(v + 10_000).dropFirst()) }
     }
+
+    /// Member names from a name cache are the names a parse without one makes, whatever the texts hold: names that
+    /// share a slot, names at and past the longest kept, escaped, non-ASCII and empty names, repeated keys.
+    func testANameCacheChangesNothingButWhereNamesComeFrom() throws {
+        let names = JSONNameCache()
+        let long = String(repeating: "n", count: JSONNameCache.longest)
+        var texts = [
+            #"{"localId":"a","createdAt":"1","providerUserInfo":[{"providerId":"phone","rawId":"+1"}]}"#,
+            #"{"\#(long)":1,"\#(long)x":2,"":3,"\u0041b":4,"Ab":5,"é":6,"e\u0301":7,"a":1,"a":2}"#,
+            #"{"kind":{"kind":{"kind":[]}},"users":[{"localId":"b"}]}"#,
+        ]
+        // Enough different names to make them take each other's slots, twice over.
+        texts.append("{" + (0..<300).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}")
+        texts.append(texts[3])
+        for round in 0..<3 {
+            for t in texts {
+                let plain = try JSONParser.parse(Array(t.utf8))
+                let cached = try Array(t.utf8).withUnsafeBufferPointer { try JSONParser.parse($0, names: names) }
+                XCTAssertEqual(cached, plain, "round \(round): \(t.prefix(60))")
+                XCTAssertEqual(cached.objectValue?.keys, plain.objectValue?.keys)
+            }
+        }
+        // A name made once is handed out again.
+        let a = try Array(#"{"customAttributes":1}"#.utf8).withUnsafeBufferPointer { try JSONParser.parse($0, names: names) }
+        let b = try Array(#"{"customAttributes":2}"#.utf8).withUnsafeBufferPointer { try JSONParser.parse($0, names: names) }
+        XCTAssertEqual(a.objectValue?.keys, ["customAttributes"])
+        XCTAssertEqual(b["customAttributes"], .int(2))
+    }
+
+    /// `parsePrefix`: the first value and the bytes it took; what follows is not read; a cut-off value fails.
+    func testParsePrefixStopsAtTheEndOfTheFirstValue() throws {
+        func prefix(_ t: String) throws(JSONParseError) -> (JSON, Int) {
+            let bytes = Array(t.utf8)
+            return try bytes.withUnsafeBufferPointer { (b) throws(JSONParseError) -> (JSON, Int) in try JSONParser.parsePrefix(b) }
+        }
+        let (v, n) = try prefix(#"  {"a":[1,2]} ,{"b":"#)
+        XCTAssertEqual(v, ["a": [1, 2]])
+        XCTAssertEqual(n, 13)
+        XCTAssertEqual(try prefix("[]]").1, 2)
+        XCTAssertThrowsError(try prefix(#"{"a":[1,2"#))
+        XCTAssertThrowsError(try prefix(#"{"a":1"#))
+        XCTAssertThrowsError(try prefix(#"{"a" 1}"#))
+    }
+
+    /// Member names of different lengths are different names, even canonically equivalent ones (a precomposed é and
+    /// e + U+0301), as JSON compares them.
+    func testNamesOfDifferentLengthsAreDifferentMembers() throws {
+        var o = JSONObject()
+        o["\u{E9}"] = 1
+        o["e\u{301}"] = 2
+        XCTAssertEqual(o.count, 2)
+        XCTAssertEqual(o["\u{E9}"], 1)
+        XCTAssertEqual(o["e\u{301}"], 2)
+        let parsed = try JSONParser.parse(#"{"\u00e9":1,"e\u0301":2}"#)
+        XCTAssertEqual(parsed.objectValue?.count, 2)
+        XCTAssertEqual(parsed["e\u{301}"], 2)
+    }
 }
