@@ -168,13 +168,31 @@ enum BatchAccounts {
     /// base64 under `hashAlgorithm` (batchCreate's top-level hash fields, ImportedHashes.swift).
     static func importUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], allowOverwrite: Bool,
                             hashAlgorithm: ImportedHash? = nil) throws(AuthError) -> [(index: Int, message: String)] {
-        var seen = Set<String>()
-        var errors: [(index: Int, message: String)] = []
+        try commitUsers(app, key, try prepareUsers(app, key, items, hashAlgorithm: hashAlgorithm), allowOverwrite: allowOverwrite)
+    }
+
+    /// A batch of records read and checked, not yet stored: each valid one's changes, the others' problems.
+    struct PreparedUsers: Sendable {
         var valid: [(index: Int, localId: String, changes: UserChanges)] = []
+        var errors: [(index: Int, message: String)] = []
+        /// Each record's `localId` as given (nil: none, or not a user object), for an import's duplicate checks.
+        var ids: [String?] = []
+    }
+
+    /// The first half of `importUsers`: every record through the user field table and the password import, touching
+    /// no store (the start-up import runs it on its reading thread, ExportImport.swift).
+    static func prepareUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON],
+                             hashAlgorithm: ImportedHash? = nil) throws(AuthError) -> PreparedUsers {
+        var seen = Set<String>(minimumCapacity: items.count)
+        var prepared = PreparedUsers()
+        prepared.valid.reserveCapacity(items.count)
+        prepared.ids.reserveCapacity(items.count)
         for (i, item) in items.enumerated() {
-            func fail(_ m: String) { errors.append((i, m)) }
-            guard case .object(let u) = item else { fail("user must be an object"); continue }
-            guard let localId = stringField(u["localId"]), !localId.isEmpty else { fail("localId is missing"); continue }
+            func fail(_ m: String) { prepared.errors.append((i, m)) }
+            guard case .object(let u) = item else { prepared.ids.append(nil); fail("user must be an object"); continue }
+            let given = stringField(u["localId"])
+            prepared.ids.append(given)
+            guard let localId = given, !localId.isEmpty else { fail("localId is missing"); continue }
             guard localId.utf8.count <= 128 else { fail("localId is too long"); continue }
             guard seen.insert(localId).inserted else { throw AuthError(.duplicateLocalId, localId) }
             if let t = stringField(u["tenantId"]), !t.isEmpty, t != key.tenantId {
@@ -190,10 +208,17 @@ enum BatchAccounts {
             case .success(let password): c.password = password ?? c.password
             case .failure(let e): fail(e.message); continue
             }
-            valid.append((i, localId, c))
+            prepared.valid.append((i, localId, c))
         }
-        // One transaction for the whole batch: a replaced user is never deleted without its replacement.
-        for (i, e) in try app.emulator.importUsers(key, valid, allowOverwrite: allowOverwrite) {
+        return prepared
+    }
+
+    /// The second half of `importUsers`: the valid records stored, in one transaction for the whole batch (a replaced
+    /// user is never deleted without its replacement); returns every problem, in record order.
+    static func commitUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ prepared: PreparedUsers,
+                            allowOverwrite: Bool) throws(AuthError) -> [(index: Int, message: String)] {
+        var errors = prepared.errors
+        for (i, e) in try app.emulator.importUsers(key, prepared.valid, allowOverwrite: allowOverwrite) {
             switch e.code {
             // Production's and the official emulator's messages.
             case .duplicateLocalId: errors.append((i, "localId belongs to an existing account - can not overwrite."))

@@ -240,7 +240,9 @@ public enum ExportImport {
     /// index, byte offset and line; what was imported before it stays in this emulator, so a caller that must not
     /// keep half an import imports into a scratch emulator first (PhoneAuthServer does with `--data-dir`).
     @discardableResult
-    public static func importDirectory(_ app: PhoneAuthApp, projectId: String, from dir: String) throws(Failure) -> Imported {
+    /// `checking`: which thread checks the records (tests pin each; the server balances).
+    public static func importDirectory(_ app: PhoneAuthApp, projectId: String, from dir: String,
+                                       checking: ImportChecking = .balanced) throws(Failure) -> Imported {
         let root = StoreKey(projectId: projectId)
         if isRegularFile(dir) {
             let format: AccountsFormat
@@ -248,7 +250,7 @@ public enum ExportImport {
                 throw Failure(description: "\(Files.printable(dir)): a file to import must be a firebase auth:export file ending in .json or .csv")
             }
             var result = Imported()
-            result.users = try importAccounts(app, root, path: dir, format: format)
+            result.users = try importAccounts(app, root, path: dir, format: format, checking: checking)
             return result
         }
         var authPath = "auth_export"
@@ -303,7 +305,7 @@ public enum ExportImport {
                 do { try app.emulator.admit(key, create: true, explicit: true) } catch { throw Failure(description: "\(authDir)/\(name): \(error.wire.message)") }
                 result.tenants.append(tenant)
             }
-            result.users += try importAccounts(app, key, path: authDir + "/" + name, format: .json)
+            result.users += try importAccounts(app, key, path: authDir + "/" + name, format: .json, checking: checking)
         }
         return result
     }
@@ -313,17 +315,18 @@ public enum ExportImport {
     /// Records go to the store in batches of this many (each one transaction through batchCreate's checks).
     static let importBatch = 1000
 
-    /// Streams one accounts file into `key`: each record through batchCreate's checks (`BatchAccounts.importUsers`,
-    /// the user field table), `importBatch` at a time. The first bad record — not JSON, not a user, a problem with a
-    /// field, a localId seen before in the file — throws, naming the file, the record's index, byte offset and line.
-    static func importAccounts(_ app: PhoneAuthApp, _ key: StoreKey, path: String, format: AccountsFormat) throws(Failure) -> Int {
+    /// Where a record is in its file (for the messages that name it).
+    typealias Place = (index: Int, offset: Int, line: Int)
+
+    /// Streams one accounts file into `key`: each record through batchCreate's checks (`BatchAccounts.prepareUsers`
+    /// and `commitUsers`, the user field table), `importBatch` at a time. The first bad record — not JSON, not a
+    /// user, a problem with a field, a localId seen before in the file — throws, naming the file, the record's index,
+    /// byte offset and line.
+    static func importAccounts(_ app: PhoneAuthApp, _ key: StoreKey, path: String, format: AccountsFormat,
+                               checking: ImportChecking = .balanced) throws(Failure) -> Int {
         let shown = Files.printable(path)
         let source: FileByteSource
         do { source = try FileByteSource(path: path) } catch { throw Failure(description: "cannot read \(error)") }
-        var batch: [JSON] = []
-        var places: [(index: Int, offset: Int, line: Int)] = []
-        batch.reserveCapacity(importBatch)
-        places.reserveCapacity(importBatch)
         // A localId seen before in the file: into an empty store (the usual start), the store itself knows (a user
         // with that id already there came from this file); into one with users (replaced, as documented), a set.
         let store = app.emulator.existingStore(key)
@@ -336,55 +339,44 @@ public enum ExportImport {
         }
         var seen = Set<String>()
         var total = 0
-        func at(_ p: (index: Int, offset: Int, line: Int)) -> String { "\(shown): record \(p.index) (byte \(p.offset), line \(p.line))" }
-        func twice(_ id: String, _ p: (index: Int, offset: Int, line: Int)) -> Failure {
+        func at(_ p: Place) -> String { "\(shown): record \(p.index) (byte \(p.offset), line \(p.line))" }
+        func twice(_ id: String, _ p: Place) -> Failure {
             Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
         }
-        func add(_ user: JSON, _ p: (index: Int, offset: Int, line: Int)) throws(Failure) {
-            if !startsEmpty, case .object(let o) = user, let id = BatchAccounts.stringField(o["localId"]), !seen.insert(id).inserted {
-                throw twice(id, p)
-            }
-            batch.append(user)
-            places.append(p)
-            if batch.count == importBatch { try flush() }
-        }
-        func flush() throws(Failure) {
-            guard !batch.isEmpty else { return }
+        func commit(_ prepared: BatchAccounts.PreparedUsers, _ places: [Place]) throws(Failure) {
+            guard !places.isEmpty else { return }
             if startsEmpty, let store {
-                let again = store.read { s in
-                    batch.indices.first { i in BatchAccounts.stringField(batch[i]["localId"]).map { s.users[$0] != nil } ?? false }
-                }
-                if let i = again { throw twice(BatchAccounts.stringField(batch[i]["localId"]) ?? "", places[i]) }
+                let again = store.read { s in prepared.ids.firstIndex { id in id.map { s.users[$0] != nil } ?? false } }
+                if let i = again { throw twice(prepared.ids[i] ?? "", places[i]) }
+            } else {
+                for (i, id) in prepared.ids.enumerated() { if let id, !seen.insert(id).inserted { throw twice(id, places[i]) } }
             }
             let errors: [(index: Int, message: String)]
-            do { errors = try BatchAccounts.importUsers(app, key, batch, allowOverwrite: true) } catch {
-                if error.code == .duplicateLocalId, let id = error.detail {
-                    let same = batch.indices.filter { BatchAccounts.stringField(batch[$0]["localId"]) == id }
-                    if same.count > 1 { throw twice(id, places[same[1]]) }
-                }
+            do { errors = try BatchAccounts.commitUsers(app, key, prepared, allowOverwrite: true) } catch {
                 throw Failure(description: "\(at(places[0])) or after: \(error.wire.message)")
             }
             if let e = errors.first { throw Failure(description: "\(at(places[e.index])): \(e.message)") }
-            total += batch.count
-            batch.removeAll(keepingCapacity: true)
-            places.removeAll(keepingCapacity: true)
+            total += places.count
         }
         // Reading and parsing on a thread of its own, a batch at a time, while this one writes the previous batches
-        // (two cores: the import takes about the longer of the two instead of their sum); at most `importBatchesInFlight`
-        // batches wait between them.
+        // (two cores: the import takes about the longer of the two instead of their sum); at most
+        // `importBatchesInFlight` batches wait between them. The reader also checks a batch through the user field
+        // table when this thread is behind, and leaves that to it when it waits: the two halves of the work balance
+        // themselves whatever the records hold.
         let pipe = BatchPipe<ParsedPiece>(capacity: importBatchesInFlight)
         let handoff = Handoff(source)
-        let reader = NativeThread.start { parseRecords(handoff.value, format: format, shown: shown, into: pipe) }
+        let reader = NativeThread.start { parseRecords(handoff.value, app: app, key: key, format: format, checking: checking, shown: shown, into: pipe) }
         do throws(Failure) {
             loop: while true {
                 switch pipe.receive() {
-                case .records(let users, let at):
-                    for (u, p) in zip(users, at) { try add(u, p) }
+                case .records(let users, let places):
+                    try commit(try prepare(app, key, users, places, at: at, twice: twice), places)
+                case .prepared(let prepared, let places):
+                    try commit(prepared, places)
                 case .failed(let message): throw Failure(description: message)
                 case .end: break loop
                 }
             }
-            try flush()
         } catch {
             pipe.cancel()
             reader.join()
@@ -394,31 +386,66 @@ public enum ExportImport {
         return total
     }
 
+    /// A batch through `BatchAccounts.prepareUsers`; a localId twice in it names its second record.
+    private static func prepare(_ app: PhoneAuthApp, _ key: StoreKey, _ users: [JSON], _ places: [Place],
+                                at: (Place) -> String, twice: (String, Place) -> Failure) throws(Failure) -> BatchAccounts.PreparedUsers {
+        do { return try BatchAccounts.prepareUsers(app, key, users) } catch {
+            if error.code == .duplicateLocalId, let id = error.detail {
+                let same = users.indices.filter { BatchAccounts.stringField(users[$0]["localId"]) == id }
+                if same.count > 1 { throw twice(id, places[same[1]]) }
+            }
+            throw Failure(description: "\(at(places[0])) or after: \(error.wire.message)")
+        }
+    }
+
     /// Batches handed from the reading thread to the writing one.
     static let importBatchesInFlight = 4
 
+    /// Which thread of an import checks a batch's records through the user field table.
+    public enum ImportChecking: Sendable {
+        /// The reader while the writer has a batch waiting, else the writer.
+        case balanced
+        case reader, writer
+    }
+
     enum ParsedPiece: Sendable {
-        case records([JSON], [(index: Int, offset: Int, line: Int)])
+        /// Records as read, for the writer to check.
+        case records([JSON], [Place])
+        /// Records the reader checked (`BatchAccounts.prepareUsers`) while the writer was busy.
+        case prepared(BatchAccounts.PreparedUsers, [Place])
         /// The file's first problem (the message names the file, record, byte and line).
         case failed(String)
         case end
     }
 
     /// The reading thread: each record of the file parsed (JSON) or mapped (CSV) into a batchCreate user, sent
-    /// `importBatch` at a time; stops at the end, at the first problem, or when the writer gives up.
-    private static func parseRecords(_ source: FileByteSource, format: AccountsFormat, shown: String, into pipe: BatchPipe<ParsedPiece>) {
-        var users: [JSON] = [], places: [(index: Int, offset: Int, line: Int)] = []
+    /// `importBatch` at a time — checked here first when the writer has a batch waiting already; stops at the end,
+    /// at the first problem, or when the writer gives up.
+    private static func parseRecords(_ source: FileByteSource, app: PhoneAuthApp, key: StoreKey, format: AccountsFormat,
+                                     checking: ImportChecking, shown: String, into pipe: BatchPipe<ParsedPiece>) {
+        var users: [JSON] = [], places: [Place] = []
         users.reserveCapacity(importBatch)
         places.reserveCapacity(importBatch)
-        func put(_ u: JSON, _ p: (index: Int, offset: Int, line: Int)) -> Bool {
-            users.append(u)
-            places.append(p)
-            guard users.count == importBatch else { return true }
+        func send() -> Bool {
             defer { users.removeAll(keepingCapacity: true); places.removeAll(keepingCapacity: true) }
+            // A batch that fails the checks goes as read: the writer checks it again and names the problem.
+            let here = switch checking {
+            case .balanced: pipe.waiting > 0
+            case .reader: true
+            case .writer: false
+            }
+            if here, let prepared = try? BatchAccounts.prepareUsers(app, key, users) {
+                return pipe.send(.prepared(prepared, places))
+            }
             return pipe.send(.records(users, places))
         }
+        func put(_ u: JSON, _ p: Place) -> Bool {
+            users.append(u)
+            places.append(p)
+            return users.count < importBatch || send()
+        }
         func finish(_ last: ParsedPiece) {
-            if !users.isEmpty, !pipe.send(.records(users, places)) { return }
+            if !users.isEmpty, !send() { return }
             _ = pipe.send(last)
         }
         switch format {

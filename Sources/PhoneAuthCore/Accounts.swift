@@ -36,6 +36,9 @@ public struct UserChanges: Sendable {
 
     public var isEmpty: Bool { fields.isEmpty && password == nil }
 
+    /// Room for `n` changed fields (an import knows how many its record holds).
+    mutating func reserve(_ n: Int) { fields.reserveCapacity(n) }
+
     /// Adds a change of a field not changed yet (`UserFieldTable.importChanges`, which reads each field once).
     mutating func appendNew(field name: String, _ change: FieldChange<JSON>) {
         if change != .unchanged { fields.append((name, change)) }
@@ -156,8 +159,17 @@ public enum CustomClaims {
     public static func validate(_ text: String) throws(AuthError) -> String {
         guard text.utf16.count <= maxLength else { throw AuthError(.claimsTooLarge) }
         guard case .object(let o)? = try? JSONParser.parse(text, maxDepth: 32) else { throw AuthError(.invalidClaims) }
-        for (k, _) in o where reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }  // no array of the keys
+        for (k, _) in o where mayBeReserved(k) && reserved.contains(k) { throw AuthError(.forbiddenClaim, k) }  // no array of the keys
         return text
+    }
+
+    /// The reserved names' first bytes, a bit each (by the byte's low six bits): a name whose first byte has no bit
+    /// here is none of them, without hashing it (an import checks every user's claims).
+    static let reservedInitials: UInt64 = reserved.reduce(0) { $0 | 1 << UInt64($1.utf8.first! & 63) }
+
+    @inline(__always) static func mayBeReserved(_ name: String) -> Bool {
+        guard let f = name.utf8.first else { return false }
+        return reservedInitials & (1 << UInt64(f & 63)) != 0
     }
 }
 
@@ -296,13 +308,14 @@ extension Emulator {
                 do throws(AuthError) {
                     try tx.checkTenantEnabled()
                     guard Identifiers.isValidLocalID(item.localId) else { throw Identifiers.invalidLocalID }
-                    let exists = tx.store.users[item.localId] != nil
+                    // Found once (apply reads the store, it does not change it).
+                    let old = tx.store.users[item.localId]
+                    let exists = old != nil
                     if exists && !allowOverwrite { throw AuthError(.duplicateLocalId) }
                     if !exists { try checkUserQuota(userCount: tx.store.users.count) }
                     var user = UserRecord(localId: item.localId, createdAt: item.changes.createdAt ?? now)
                     user.tenantId = key.tenantId
                     try tx.apply(item.changes, to: &user, table: userFields, now: now)
-                    let old = tx.store.users[item.localId]
                     if exists { tx.deleteUser(item.localId) }  // a replaced user's refresh tokens stop working
                     tx.save(user)
                     // One event per imported user (a batch is at most 1000): created, or what the replacement changed.

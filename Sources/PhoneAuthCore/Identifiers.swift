@@ -43,7 +43,12 @@ public enum Identifiers {
     /// True if `s` holds a C0 control (U+0000–U+001F, including NUL, CR, LF, ESC), DEL, a C1 control
     /// (U+0080–U+009F) or a line/paragraph separator (U+2028/U+2029).
     public static func containsControlCharacters<S: StringProtocol>(_ s: S) -> Bool {
-        s.unicodeScalars.contains { isControl($0) }
+        // ASCII (nearly every id, name and email) by its bytes; text with anything else by its scalars.
+        for b in s.utf8 {
+            if b < 0x20 || b == 0x7F { return true }
+            if b >= 0x80 { return s.unicodeScalars.contains { isControl($0) } }
+        }
+        return false
     }
 
     @inline(__always)

@@ -491,6 +491,7 @@ extension UserFieldTable {
             present.append((i, v))
         }
         present.sort { $0.index < $1.index }
+        c.reserve(present.count)
         for (i, v) in present {
             let f = fields[i]
             switch f.fromImport(v, item, input) {

@@ -215,9 +215,18 @@ final class ExportRecordWriterTests: XCTestCase {
         let expected = JSON.object(["kind": "identitytoolkit#DownloadAccountResponse",
                                     "users": .array(sorted.map { ExportImport.exportRecord(app, $0) })]).prettySerialized()
         XCTAssertEqual(written, expected)
-        // And it reads back.
-        let again = makeTestApp(seed: 30, signing: .none)
-        XCTAssertEqual(try ExportImport.importDirectory(again, projectId: "demo-phone", from: dir).users, users.count)
+        // And it reads back, to the same users whichever thread of the import checks the records.
+        var exports: [[UInt8]] = []
+        for checking in [ExportImport.ImportChecking.reader, .writer, .balanced] {
+            let again = makeTestApp(seed: 30, signing: .none)
+            XCTAssertEqual(try ExportImport.importDirectory(again, projectId: "demo-phone", from: dir, checking: checking).users, users.count)
+            let out = TemporaryDirectory.make("export-writer-again")
+            defer { TemporaryDirectory.remove(out) }
+            _ = try ExportImport.export(again, projectId: "demo-phone", to: out)
+            exports.append(try Files.read(out + "/auth_export/accounts.json"))
+        }
+        XCTAssertFalse(exports[0].isEmpty)
+        XCTAssertTrue(exports[0] == exports[1] && exports[1] == exports[2], "the imports differ by the thread that checked them")
     }
 
     /// Enough users for several chunks and several batches of chunks: still the generic document, in uid order.

@@ -109,12 +109,14 @@ final class UserLimitsTests: XCTestCase {
         defer { _ = system("rm -rf '\(dir)'") }
         mkdir(dir + "/auth_export", 0o755)
         try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).serialized())
-        makeApp()
-        // The first bad record stops the import, named by index, byte offset and line.
-        XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)) { e in
-            let m = String(describing: e)
-            XCTAssertTrue(m.contains("accounts.json: record 1 (byte "), m)
-            XCTAssertTrue(m.contains("line 1): INVALID_DISPLAY_NAME"), m)
+        // The first bad record stops the import, named by index, byte offset and line, whichever thread checks it.
+        for checking in [ExportImport.ImportChecking.reader, .writer, .balanced] {
+            makeApp()
+            XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir, checking: checking)) { e in
+                let m = String(describing: e)
+                XCTAssertTrue(m.contains("accounts.json: record 1 (byte "), m)
+                XCTAssertTrue(m.contains("line 1): INVALID_DISPLAY_NAME"), m)
+            }
         }
     }
 
@@ -128,11 +130,13 @@ final class UserLimitsTests: XCTestCase {
             var users: [JSON] = (0..<2_000).map { .object(["localId": .string("u\($0)")]) }
             users[repeatAt] = ["localId": .string("u\(original)")]
             try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).prettySerialized())
-            makeApp()
-            XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir)) { e in
-                let m = String(describing: e)
-                XCTAssertTrue(m.contains("accounts.json: record \(repeatAt) (byte "), m)
-                XCTAssertTrue(m.hasSuffix("localId u\(original) appears twice in the file"), m)
+            for checking in [ExportImport.ImportChecking.reader, .writer, .balanced] {
+                makeApp()
+                XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir, checking: checking)) { e in
+                    let m = String(describing: e)
+                    XCTAssertTrue(m.contains("accounts.json: record \(repeatAt) (byte "), m)
+                    XCTAssertTrue(m.hasSuffix("localId u\(original) appears twice in the file"), "\(checking): \(m)")
+                }
             }
         }
     }
