@@ -1,3 +1,4 @@
+import Dispatch
 import EmulatorSupport
 
 /// A field an update sets, clears, or leaves alone.
@@ -336,9 +337,30 @@ extension Emulator {
     /// this one's stores (`--import` with `--data-dir`, over the state of earlier runs). All or nothing: every store is
     /// checked first (a phone number, email or federated identity held here by a user the import does not replace
     /// refuses the whole import, naming both uids), then each store's users are written in one transaction (a user
-    /// with the same uid is replaced, its refresh tokens revoked). Tenants are created as the import's. Returns how
-    /// many users were written.
+    /// with the same uid is replaced, its refresh tokens revoked), and all of those — every tenant's, the tenants
+    /// themselves — reach the journal in one commit: a process killed while it is written leaves none of it. Tenants
+    /// are created as the import's. Returns how many users were written.
     public func absorbUsers(from other: Emulator) throws(AuthError) -> Int {
+        guard let committer else { return try absorbStores(from: other) }
+        let scope = DurabilityScope()
+        let written = try committer.holding { () throws(AuthError) -> Int in
+            let r = DurabilityScope.$current.withValue(scope) { () -> Result<Int, AuthError> in
+                do throws(AuthError) { return .success(try absorbStores(from: other)) } catch { return .failure(error) }
+            }
+            return try r.get()
+        }
+        let done = DispatchSemaphore(value: 0)
+        let ok = Locked(false)
+        whenDurable(scope) { committed in
+            ok.withLock { $0 = committed }
+            done.signal()
+        }
+        done.wait()
+        guard ok.withLock({ $0 }) else { throw Emulator.notDurable }
+        return written
+    }
+
+    private func absorbStores(from other: Emulator) throws(AuthError) -> Int {
         let states = try other.storeStates()
         // The project before its tenants.
         let keys = states.keys.sorted { ($0.tenantId ?? "", $0.projectId) < ($1.tenantId ?? "", $1.projectId) }

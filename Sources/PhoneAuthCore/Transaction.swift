@@ -663,6 +663,8 @@ final class JournalCommitter: Sendable {
         var nextTicket: UInt64 = 1
         var queue: [Entry] = []
         var running = false
+        /// `holding`: transactions queue, nothing is written until `release` (one commit for all of them).
+        var held = false
         var waiters: [Waiter] = []
         /// Tickets rolled back but still queued: skipped when their turn comes.
         var poisoned: Set<UInt64> = []
@@ -704,12 +706,36 @@ final class JournalCommitter: Sendable {
             let t = s.nextTicket
             s.nextTicket += 1
             s.queue.append(Entry(ticket: t, box: box, changes: changes))
-            if s.running { return (t, false) }
+            if s.running || s.held { return (t, false) }
             s.running = true
             return (t, true)
         }
         if start, !(commitHere?({ [self] in drain() }) ?? false) { thread.async { [self] in drain() } }
         return ticket
+    }
+
+    /// Runs `body` with commits held: what its transactions queue is written by one journal commit after it (all or
+    /// none), not as it comes; if `body` throws, none of it is written and memory goes back to before it (as after a
+    /// failed commit). Its transactions must not wait for their commit (a `DurabilityScope` is bound), and nothing else
+    /// may write meanwhile (one caller: the start-up import, before the server answers anyone).
+    func holding<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        state.withLock { s in s.held = true }
+        let result: Result<T, E>
+        do throws(E) { result = .success(try body()) } catch { result = .failure(error) }
+        if case .failure = result {
+            // Undone in memory, and skipped when their turn comes (their waiters learn they were rolled back).
+            let queued = state.withLock { $0.queue }
+            rollBack(queued)
+            state.withLock { s in for e in queued { s.poisoned.insert(e.ticket) } }
+        }
+        let start = state.withLock { s -> Bool in
+            s.held = false
+            guard !s.running, !s.queue.isEmpty else { return false }
+            s.running = true
+            return true
+        }
+        if start { thread.async { [self] in drain() } }
+        return try result.get()
     }
 
     /// Calls `callback(true)` once every ticket in `deps` is committed, `false` once one of them was rolled back.

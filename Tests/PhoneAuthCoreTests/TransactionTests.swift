@@ -30,6 +30,42 @@ final class TransactionTests: XCTestCase {
                  logger: Logger(label: "t", level: .critical), journal: journal)
     }
 
+    /// An import absorbed into a journaled emulator (`--import` with `--data-dir`): every store's users and the
+    /// tenants reach the journal in one commit, so a process killed while it is written keeps none of them; a failed
+    /// commit leaves memory as before.
+    func testAnAbsorbedImportIsOneCommitAcrossTenantsOrNothing() throws {
+        func source() throws -> Emulator {
+            let s = emulator(nil)
+            for tenant in [nil, "t-1", "t-2"] as [String?] {
+                let key = StoreKey(projectId: "p", tenantId: tenant)
+                if tenant != nil { try s.admit(key, create: true, explicit: true) }
+                for i in 0..<5 { _ = try s.createUser(key, localId: "\(tenant ?? "root")-\(i)", changes: UserChanges()) }
+            }
+            return s
+        }
+        let journal = CountingJournal()
+        let e = emulator(journal)
+        let before = journal.changes.withLock { $0.count }
+        XCTAssertEqual(try e.absorbUsers(from: try source()), 15)
+        let commits = journal.changes.withLock { Array($0[before...]) }
+        XCTAssertEqual(commits.count, 1, "\(commits)")
+        XCTAssertGreaterThanOrEqual(commits.first ?? 0, 15)
+        for tenant in [nil, "t-1", "t-2"] as [String?] {
+            XCTAssertEqual(e.existingStore(StoreKey(projectId: "p", tenantId: tenant))?.read { $0.users.count }, 5)
+        }
+
+        let failing = CountingJournal()
+        let f = emulator(failing)
+        failing.failNext.withLock { $0 = true }
+        XCTAssertThrowsError(try f.absorbUsers(from: try source())) { XCTAssertEqual(($0 as? AuthError)?.code, .internalFailure) }
+        for tenant in [nil, "t-1", "t-2"] as [String?] {
+            XCTAssertEqual(f.existingStore(StoreKey(projectId: "p", tenantId: tenant))?.read { $0.users.count } ?? 0, 0, "\(tenant ?? "root")")
+        }
+        // And it works on: the next commit is written.
+        XCTAssertEqual(try f.absorbUsers(from: try source()), 15)
+        XCTAssertEqual(f.existingStore(StoreKey(projectId: "p", tenantId: "t-2"))?.read { $0.users.count }, 5)
+    }
+
     /// Committed transactions leave no undo entries behind (a wipe's would hold every old user).
     func testCommittedUndoEntriesAreDropped() throws {
         let e = emulator(CountingJournal())
