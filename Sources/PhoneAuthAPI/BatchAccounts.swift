@@ -184,6 +184,7 @@ enum BatchAccounts {
     static func prepareUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON],
                              hashAlgorithm: ImportedHash? = nil) throws(AuthError) -> PreparedUsers {
         var seen = Set<String>(minimumCapacity: items.count)
+        let claims = ValidClaims()
         var prepared = PreparedUsers()
         prepared.valid.reserveCapacity(items.count)
         prepared.ids.reserveCapacity(items.count)
@@ -200,7 +201,8 @@ enum BatchAccounts {
             }
             // Every field imports may set, through the user field table (PhoneAuthCore/UserFields.swift).
             var c: UserChanges
-            switch app.emulator.userFields.importChanges(u, input: UserFieldInput(random: app.emulator.random, now: app.emulator.clock.nowMillis())) {
+            let input = UserFieldInput(random: app.emulator.random, now: app.emulator.clock.nowMillis(), claims: claims)
+            switch app.emulator.userFields.importChanges(u, input: input) {
             case .success(let changes): c = changes
             case .failure(let e): fail(e.message); continue
             }
