@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A JSON value. Objects keep their key order, so what we emit is stable and mirrors Google's field order.
 public enum JSON: Sendable, Equatable {
@@ -91,7 +94,7 @@ public struct JSONObject: Sendable, Sequence {
 
     public private(set) var entries: [(key: String, value: JSON)]
     /// key → position in `entries`; empty (no allocation) until the object outgrows `indexThreshold`.
-    private var index: [String: Int] = [:]
+    private var index: [MemberName: Int] = [:]
 
     public init() { entries = [] }
     /// Room for `capacity` members without growing (the parser's objects: one allocation for a usual request body).
@@ -113,23 +116,14 @@ public struct JSONObject: Sendable, Sequence {
     @inline(__always) private func position(of key: String) -> Int? {
         if !index.isEmpty {
             JSONObject.countProbe()
-            return index[key]
+            return index[MemberName(key)]
         }
         let n = key.utf8.count
         for i in entries.indices {
             JSONObject.countProbe()
-            if Self.sameKey(entries[i].key, key, n) { return i }
+            if MemberName.same(entries[i].key, key, n) { return i }
         }
         return nil
-    }
-
-    /// A member name against `key` (`n` its UTF-8 length): lengths first, which turns away nearly every other name at
-    /// once — `String`'s `==` alone compared the bytes of every name longer than 15 (`customAttributes`,
-    /// `providerUserInfo`), about 4 k instructions per imported record (callgrind). Names of different lengths are
-    /// different names even when canonically equivalent (a precomposed `é` and `e` + U+0301): JSON compares member
-    /// names by their characters, as Google's parsers do.
-    @inline(__always) static func sameKey(_ a: String, _ key: String, _ n: Int) -> Bool {
-        a.utf8.count == n && a == key
     }
 
     public subscript(key: String) -> JSON? {
@@ -145,7 +139,7 @@ public struct JSONObject: Sendable, Sequence {
             } else if let v = newValue {
                 entries.append((key, v))
                 if !index.isEmpty {
-                    index[key] = entries.count - 1
+                    index[MemberName(key)] = entries.count - 1
                 } else if entries.count > Self.indexThreshold {
                     rebuildIndex()
                 }
@@ -155,8 +149,8 @@ public struct JSONObject: Sendable, Sequence {
 
     private mutating func rebuildIndex() {
         guard entries.count > Self.indexThreshold else { index = [:]; return }
-        var m = [String: Int](minimumCapacity: entries.count)
-        for (i, e) in entries.enumerated() { m[e.key] = i }
+        var m = [MemberName: Int](minimumCapacity: entries.count)
+        for (i, e) in entries.enumerated() { m[MemberName(e.key)] = i }
         index = m
     }
 
@@ -178,6 +172,32 @@ public struct JSONObject: Sendable, Sequence {
     #else
     @inline(__always) static func countProbe() {}
     #endif
+}
+
+/// A member name as JSON compares them: by its bytes (UTF-8), never by `String`'s canonical equivalence — a
+/// precomposed `é` and `e` + U+0301, or `K` and the Kelvin sign, are different members, in a small object and in an
+/// indexed one alike. Lengths first, which turns away nearly every other name at once (`String`'s `==` alone compared
+/// the bytes of every name longer than 15 — `customAttributes`, `providerUserInfo` — about 4 k instructions per
+/// imported record, callgrind).
+struct MemberName: Hashable {
+    let text: String
+    @inline(__always) init(_ text: String) { self.text = text }
+
+    @inline(__always) static func same(_ a: String, _ b: String, _ n: Int) -> Bool {
+        // `==` turns the rest away cheaply (a short ASCII name by its bits); only a name it calls equal is then
+        // compared byte for byte (`==` also equates same-length reorderings of combining marks).
+        guard a.utf8.count == n, a == b else { return false }
+        guard n > 0 else { return true }
+        var x = a, y = b
+        return x.withUTF8 { p in y.withUTF8 { q in memcmp(p.baseAddress!, q.baseAddress!, n) == 0 } }
+    }
+
+    static func == (a: MemberName, b: MemberName) -> Bool { same(a.text, b.text, b.text.utf8.count) }
+
+    func hash(into h: inout Hasher) {
+        var t = text
+        t.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
 }
 
 extension JSONObject: Equatable {

@@ -114,7 +114,8 @@ public struct JSONParser {
         i += 1
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(JSONObject()) }
-        var obj = JSONObject(capacity: 8)
+        // A stream's records (a name cache: an accounts file) hold several members; a request's objects a few.
+        var obj = JSONObject(capacity: names == nil ? 4 : 8)
         var seen = 0
         while true {
             skipWhitespace()
@@ -338,6 +339,7 @@ public final class JSONNameCache {
 
     public init() {
         bytes = .allocate(capacity: Self.slotCount * Self.longest)
+        bytes.initialize(repeating: 0, count: Self.slotCount * Self.longest)
         lengths = .allocate(capacity: Self.slotCount)
         lengths.initialize(repeating: 0, count: Self.slotCount)
         values = .allocate(capacity: Self.slotCount)

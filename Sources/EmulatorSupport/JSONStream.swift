@@ -232,7 +232,7 @@ public final class JSONRecordReader {
         // scan for its end below (a fifth of what reading a record cost). A value the buffer cuts off, one larger
         // than `limit` or one with a problem takes the scanning path, which gathers, refuses and locates as before.
         if buf[pos] == UInt8(ascii: "{") || buf[pos] == UInt8(ascii: "[") {
-            let window = UnsafeBufferPointer(rebasing: buf[pos..<min(end, pos + limit)])
+            let window = UnsafeBufferPointer(rebasing: buf[pos..<(limit >= end - pos ? end : pos + limit)])
             if let (value, n) = try? JSONParser.parsePrefix(window, maxDepth: maxDepth, names: names) {
                 line += Self.newlines(in: UnsafeBufferPointer(rebasing: buf[pos..<pos + n]))
                 pos += n

@@ -343,14 +343,18 @@ public enum ExportImport {
         func twice(_ id: String, _ p: Place) -> Failure {
             Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
         }
+        // A batch's localIds against the earlier batches' (and, in a store that had users, each other), before the
+        // batch's own checks: the first repeat in the file is the one named.
+        func checkRepeats(_ ids: [String?], _ places: [Place]) throws(Failure) {
+            if startsEmpty, let store {
+                let again = store.read { s in ids.firstIndex { id in id.map { s.users[$0] != nil } ?? false } }
+                if let i = again { throw twice(ids[i] ?? "", places[i]) }
+            } else {
+                for (i, id) in ids.enumerated() { if let id, !seen.insert(id).inserted { throw twice(id, places[i]) } }
+            }
+        }
         func commit(_ prepared: BatchAccounts.PreparedUsers, _ places: [Place]) throws(Failure) {
             guard !places.isEmpty else { return }
-            if startsEmpty, let store {
-                let again = store.read { s in prepared.ids.firstIndex { id in id.map { s.users[$0] != nil } ?? false } }
-                if let i = again { throw twice(prepared.ids[i] ?? "", places[i]) }
-            } else {
-                for (i, id) in prepared.ids.enumerated() { if let id, !seen.insert(id).inserted { throw twice(id, places[i]) } }
-            }
             let errors: [(index: Int, message: String)]
             do { errors = try BatchAccounts.commitUsers(app, key, prepared, allowOverwrite: true) } catch {
                 throw Failure(description: "\(at(places[0])) or after: \(error.wire.message)")
@@ -370,8 +374,10 @@ public enum ExportImport {
             loop: while true {
                 switch pipe.receive() {
                 case .records(let users, let places):
+                    try checkRepeats(users.map { $0.objectValue.flatMap { BatchAccounts.stringField($0["localId"]) } }, places)
                     try commit(try prepare(app, key, users, places, at: at, twice: twice), places)
                 case .prepared(let prepared, let places):
+                    try checkRepeats(prepared.ids, places)
                     try commit(prepared, places)
                 case .failed(let message): throw Failure(description: message)
                 case .end: break loop

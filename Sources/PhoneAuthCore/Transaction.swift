@@ -775,6 +775,8 @@ final class JournalCommitter: Sendable {
     private func drain() {
         while true {
             let (batch, skipped) = state.withLock { s -> ([Entry], UInt64) in
+                // Held (`holding`): what is queued now waits for its release, which drains it in one commit.
+                if s.held { s.running = false; return ([], 0) }
                 let all = s.queue
                 s.queue = []
                 if all.isEmpty { s.running = false; return ([], 0) }

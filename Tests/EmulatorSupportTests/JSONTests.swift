@@ -241,5 +241,23 @@ final class JSONTests: XCTestCase {
         let parsed = try JSONParser.parse(#"{"\u00e9":1,"e\u0301":2}"#)
         XCTAssertEqual(parsed.objectValue?.count, 2)
         XCTAssertEqual(parsed["e\u{301}"], 2)
+        // Past the hash index's threshold too; and canonically equivalent names of one length (marks in another
+        // order) are different names as well.
+        var big = JSONObject()
+        for i in 0..<20 { big["k\(i)"] = .int(Int64(i)) }
+        big["K"] = 1
+        big["\u{212A}"] = 2
+        big["a\u{301}\u{323}"] = 3
+        big["a\u{323}\u{301}"] = 4
+        XCTAssertEqual(big.count, 24)
+        XCTAssertEqual([big["K"], big["\u{212A}"], big["a\u{301}\u{323}"], big["a\u{323}\u{301}"]], [1, 2, 3, 4])
+        var small = JSONObject()
+        small["a\u{301}\u{323}"] = 3
+        small["a\u{323}\u{301}"] = 4
+        XCTAssertEqual(small.count, 2)
+        XCTAssertEqual(small["a\u{323}\u{301}"], 4)
+        big["K"] = nil
+        XCTAssertEqual(big["\u{212A}"], 2)
+        XCTAssertNil(big["K"])
     }
 }

@@ -139,6 +139,20 @@ final class UserLimitsTests: XCTestCase {
                 }
             }
         }
+        // A repeat of an earlier batch's id, then two records of one new id in the same batch: the first is named.
+        var users: [JSON] = (0..<2_000).map { .object(["localId": .string("u\($0)")]) }
+        users[1_000] = ["localId": "u5"]
+        users[1_001] = ["localId": "twice"]
+        users[1_002] = ["localId": "twice"]
+        try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).prettySerialized())
+        for checking in [ExportImport.ImportChecking.reader, .writer, .balanced] {
+            makeApp()
+            XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir, checking: checking)) { e in
+                let m = String(describing: e)
+                XCTAssertTrue(m.contains("accounts.json: record 1000 (byte "), "\(checking): \(m)")
+                XCTAssertTrue(m.hasSuffix("localId u5 appears twice in the file"), "\(checking): \(m)")
+            }
+        }
     }
 
     func testUsersPerProjectAndPerTenantAreCapped() throws {
