@@ -94,7 +94,7 @@ public struct JSONObject: Sendable, Sequence {
 
     public private(set) var entries: [(key: String, value: JSON)]
     /// key → position in `entries`; empty (no allocation) until the object outgrows `indexThreshold`.
-    private var index: [MemberName: Int] = [:]
+    private var index: [ExactText: Int] = [:]
 
     public init() { entries = [] }
     /// Room for `capacity` members without growing (the parser's objects: one allocation for a usual request body).
@@ -116,12 +116,12 @@ public struct JSONObject: Sendable, Sequence {
     @inline(__always) private func position(of key: String) -> Int? {
         if !index.isEmpty {
             JSONObject.countProbe()
-            return index[MemberName(key)]
+            return index[ExactText(key)]
         }
         let n = key.utf8.count
         for i in entries.indices {
             JSONObject.countProbe()
-            if MemberName.same(entries[i].key, key, n) { return i }
+            if ExactText.same(entries[i].key, key, n) { return i }
         }
         return nil
     }
@@ -139,7 +139,7 @@ public struct JSONObject: Sendable, Sequence {
             } else if let v = newValue {
                 entries.append((key, v))
                 if !index.isEmpty {
-                    index[MemberName(key)] = entries.count - 1
+                    index[ExactText(key)] = entries.count - 1
                 } else if entries.count > Self.indexThreshold {
                     rebuildIndex()
                 }
@@ -149,8 +149,8 @@ public struct JSONObject: Sendable, Sequence {
 
     private mutating func rebuildIndex() {
         guard entries.count > Self.indexThreshold else { index = [:]; return }
-        var m = [MemberName: Int](minimumCapacity: entries.count)
-        for (i, e) in entries.enumerated() { m[MemberName(e.key)] = i }
+        var m = [ExactText: Int](minimumCapacity: entries.count)
+        for (i, e) in entries.enumerated() { m[ExactText(e.key)] = i }
         index = m
     }
 
@@ -174,16 +174,17 @@ public struct JSONObject: Sendable, Sequence {
     #endif
 }
 
-/// A member name as JSON compares them: by its bytes (UTF-8), never by `String`'s canonical equivalence — a
-/// precomposed `é` and `e` + U+0301, or `K` and the Kelvin sign, are different members, in a small object and in an
-/// indexed one alike. Lengths first, which turns away nearly every other name at once (`String`'s `==` alone compared
-/// the bytes of every name longer than 15 — `customAttributes`, `providerUserInfo` — about 4 k instructions per
-/// imported record, callgrind).
-struct MemberName: Hashable {
-    let text: String
-    @inline(__always) init(_ text: String) { self.text = text }
+/// Text compared and hashed by its bytes (UTF-8), never by `String`'s canonical equivalence — a precomposed `é` and
+/// `e` + U+0301, or `K` and the Kelvin sign, are different: `JSONObject`'s member names (as JSON compares them, in a
+/// small object and in an indexed one alike) and an import's memo of valid claims texts (`ValidClaims`, where an
+/// equivalent text may have another UTF-16 length). Lengths first, which turns away nearly every other name at once
+/// (`String`'s `==` alone compared the bytes of every name longer than 15 — `customAttributes`, `providerUserInfo` —
+/// about 4 k instructions per imported record, callgrind).
+public struct ExactText: Hashable, Sendable {
+    public let text: String
+    @inline(__always) public init(_ text: String) { self.text = text }
 
-    @inline(__always) static func same(_ a: String, _ b: String, _ n: Int) -> Bool {
+    @inline(__always) public static func same(_ a: String, _ b: String, _ n: Int) -> Bool {
         // `==` turns the rest away cheaply (a short ASCII name by its bits); only a name it calls equal is then
         // compared byte for byte (`==` also equates same-length reorderings of combining marks).
         guard a.utf8.count == n, a == b else { return false }
@@ -192,9 +193,9 @@ struct MemberName: Hashable {
         return x.withUTF8 { p in y.withUTF8 { q in memcmp(p.baseAddress!, q.baseAddress!, n) == 0 } }
     }
 
-    static func == (a: MemberName, b: MemberName) -> Bool { same(a.text, b.text, b.text.utf8.count) }
+    public static func == (a: ExactText, b: ExactText) -> Bool { same(a.text, b.text, b.text.utf8.count) }
 
-    func hash(into h: inout Hasher) {
+    public func hash(into h: inout Hasher) {
         var t = text
         t.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
     }

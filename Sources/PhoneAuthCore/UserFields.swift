@@ -1,7 +1,4 @@
 import EmulatorSupport
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // # The user record's fields, declared once
 //
@@ -140,33 +137,19 @@ public struct UserFieldInput: Sendable {
 
 /// The custom claims texts of one import batch that passed `CustomClaims.validate`: the users of an export often
 /// share their claims (a role, a tier), and parsing the same text again for each was the largest single cost of
-/// checking an imported record (~3.8 k instructions of ~12 k, callgrind). Texts are matched byte for byte (`String`'s
-/// `==` would take a canonically equivalent text of another UTF-16 length for it); at most `limit` are kept.
+/// checking an imported record (~3.8 k instructions of ~12 k, callgrind). Texts are matched byte for byte
+/// (`ExactText`: `String`'s `==` would take a canonically equivalent text of another UTF-16 length for it); at most
+/// `limit` are kept.
 public final class ValidClaims: Sendable {
     static let limit = 1024
-    private struct Exact: Hashable {
-        let text: String
-        static func == (a: Exact, b: Exact) -> Bool {
-            let n = a.text.utf8.count
-            guard n == b.text.utf8.count else { return false }
-            guard n > 0 else { return true }
-            var x = a.text, y = b.text
-            return x.withUTF8 { p in y.withUTF8 { q in memcmp(p.baseAddress!, q.baseAddress!, n) == 0 } }
-        }
-        func hash(into h: inout Hasher) {
-            var t = text
-            t.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
-        }
-    }
-    private let valid = Locked(Set<Exact>())
+    private let valid = Locked(Set<ExactText>())
     public init() {}
 
     /// `CustomClaims.validate(text)`, once per distinct text.
     func validate(_ text: String) throws(AuthError) -> String {
-        let key = Exact(text: text)
-        if valid.withLock({ $0.contains(key) }) { return text }
+        if valid.withLock({ $0.contains(ExactText(text)) }) { return text }
         let checked = try CustomClaims.validate(text)
-        valid.withLock { s in if s.count < Self.limit { s.insert(Exact(text: checked)) } }
+        valid.withLock { s in if s.count < Self.limit { s.insert(ExactText(checked)) } }
         return checked
     }
 }
