@@ -132,21 +132,22 @@ public enum PhoneAuthServer {
                                logger: logger, saveSigningKey: saveKey, adminToken: settings.adminToken,
                                exportRoot: settings.exportRoot, boundary: settings.boundary,
                                blocking: BlockingCalls(timeoutMillis: settings.blockingTimeoutMillis), attestation: attestation)
-        if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
-            // No key yet: generate it in the background while the server starts listening. Without a key nothing can
-            // be signed: the process exits (code 1), as it would have at start.
-            let log = logger
-            tokens.generateInitialKey(createdAt: clock.nowSeconds(), store: saveKey) { error in
-                log.error("cannot generate a signing key: \(error)")
-                _exit(1)
-            }
-        }
         if let dir = settings.importDir {
             try importAtStart(dir, settings, app: app, emulator: emulator, tokens: tokens, clock: clock, dataDir: dataDir)
         }
         // A large import or restore leaves its parse garbage in malloc's free lists (a third of the RSS after a
         // million users): give it back before serving.
         if settings.importDir != nil || dataDir != nil { _ = malloc_trim(0) }
+        if settings.tokenSigning == .rs256 && signingKeys.isEmpty {
+            // No key yet: generate it in the background while the server starts listening (after an import, which
+            // signs nothing: on two cores the key's 0.1–0.3 s of a core would come out of the import's). Without a key
+            // nothing can be signed: the process exits (code 1), as it would have at start.
+            let log = logger
+            tokens.generateInitialKey(createdAt: clock.nowSeconds(), store: saveKey) { error in
+                log.error("cannot generate a signing key: \(error)")
+                _exit(1)
+            }
+        }
         var policy = ConnectionPolicy()
         policy.requestTimeoutSeconds = settings.requestTimeoutSeconds
         policy.renderError = PhoneAuthApp.renderHTTPError
