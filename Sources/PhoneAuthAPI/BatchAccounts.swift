@@ -180,11 +180,14 @@ enum BatchAccounts {
     }
 
     /// The first half of `importUsers`: every record through the user field table and the password import, touching
-    /// no store (the start-up import runs it on its reading thread, ExportImport.swift).
-    static func prepareUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON],
-                             hashAlgorithm: ImportedHash? = nil) throws(AuthError) -> PreparedUsers {
+    /// no store (the start-up import runs it on its reading thread, ExportImport.swift, with a `table` of its own:
+    /// `UserFieldTable.ownCopy`).
+    static func prepareUsers(_ app: PhoneAuthApp, _ key: StoreKey, _ items: [JSON], hashAlgorithm: ImportedHash? = nil,
+                             table: UserFieldTable? = nil) throws(AuthError) -> PreparedUsers {
         var seen = Set<String>(minimumCapacity: items.count)
         let claims = ValidClaims()
+        let table = table ?? app.emulator.userFields
+        let random = app.emulator.random, clock = app.emulator.clock
         var prepared = PreparedUsers()
         prepared.valid.reserveCapacity(items.count)
         prepared.ids.reserveCapacity(items.count)
@@ -201,12 +204,12 @@ enum BatchAccounts {
             }
             // Every field imports may set, through the user field table (PhoneAuthCore/UserFields.swift).
             var c: UserChanges
-            let input = UserFieldInput(random: app.emulator.random, now: app.emulator.clock.nowMillis(), claims: claims)
-            switch app.emulator.userFields.importChanges(u, input: input) {
+            let input = UserFieldInput(random: random, now: clock.nowMillis(), claims: claims)
+            switch table.importChanges(u, input: input) {
             case .success(let changes): c = changes
             case .failure(let e): fail(e.message); continue
             }
-            switch try ImportedPassword.change(u, index: i, random: app.emulator.random, algorithm: hashAlgorithm) {
+            switch try ImportedPassword.change(u, index: i, random: random, algorithm: hashAlgorithm) {
             case .success(let password): c.password = password ?? c.password
             case .failure(let e): fail(e.message); continue
             }

@@ -170,19 +170,34 @@ extension FieldChange {
 public struct UserFieldTable: Sendable {
     public var fields: [UserField]
     private var byName: FieldNameIndex
+    /// Makes the rows anew (`ownCopy`).
+    private let make: @Sendable () -> [UserField]
 
     public init(_ fields: [UserField]) {
+        self.init(fields, make: { fields })
+    }
+
+    private init(_ fields: [UserField], make: @escaping @Sendable () -> [UserField]) {
         self.fields = fields
+        self.make = make
         byName = FieldNameIndex(fields.map(\.name))
     }
 
     /// The table with `field` added at the end (tests: a field that exists only there).
-    public func adding(_ field: UserField) -> UserFieldTable { UserFieldTable(fields + [field]) }
+    public func adding(_ field: UserField) -> UserFieldTable {
+        let make = self.make
+        return UserFieldTable(fields + [field], make: { make() + [field] })
+    }
+
+    /// The same table made of rows of its own (fields, closures, their captures), for a thread that runs it a million
+    /// times beside another thread running the original (a start-up import's reader): a row both use has its reference
+    /// count written by both cores, and the cache line that holds it moves between them at every retain.
+    public func ownCopy() -> UserFieldTable { UserFieldTable(make(), make: make) }
 
     public subscript(name: String) -> UserField? { byName[name].map { fields[$0] } }
 
     /// The record's fields.
-    public static let standard = UserFieldTable(UserFields.rows)
+    public static let standard = UserFieldTable(UserFields.makeRows(), make: UserFields.makeRows)
 }
 
 /// Field name → row, for the table's lookups by name (every key of every imported record, every field of every
@@ -240,7 +255,8 @@ public enum UserFields {
     /// What production shows a user's own lookup instead of a password hash ("REDACTED", base64).
     public static let redactedPasswordHash = "UkVEQUNURUQ="
 
-    static let rows: [UserField] = [
+    /// The rows, made anew at each call (`UserFieldTable.ownCopy`).
+    @Sendable static func makeRows() -> [UserField] { [
         UserField("email", event: "email", access: .everyone, deleteAttribute: "EMAIL", claim: "email", blockingPath: "email",
                   alsoClears: ["emailVerified"],
                   value: { $0.email.map(JSON.string) }, assign: { $0.email = $1?.stringValue },
@@ -373,7 +389,7 @@ public enum UserFields {
                       guard let s = text(v) else { return .success(nil) }
                       return Identifiers.isValidEmail(s) ? .success(.set(.string(s.lowercased()))) : .failure(UserFieldError("initialEmail is invalid"))
                   }),
-    ]
+    ] }
 
     // MARK: row makers
 

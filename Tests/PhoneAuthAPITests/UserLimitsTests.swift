@@ -155,6 +155,31 @@ final class UserLimitsTests: XCTestCase {
         }
     }
 
+    /// Into an empty store, a batch's repeats of earlier batches' localIds are found by writing it: a problem of an
+    /// earlier record of that batch (a phone number another user holds) is named first, by every thread, and the
+    /// repeat when it comes first.
+    func testTheFirstProblemOfABatchIsNamedBeforeALaterRepeat() throws {
+        var template = Array("/tmp/phone-auth-rep-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        defer { _ = system("rm -rf '\(dir)'") }
+        mkdir(dir + "/auth_export", 0o755)
+        for (phoneAt, repeatAt, named, message) in [(1_200, 1_500, 1_200, "phone number already exists"),
+                                                    (1_500, 1_200, 1_200, "localId u5 appears twice in the file")] {
+            var users: [JSON] = (0..<2_000).map { .object(["localId": .string("u\($0)"), "phoneNumber": .string("+1650555\(String(format: "%04d", $0))")]) }
+            users[phoneAt] = ["localId": .string("u\(phoneAt)"), "phoneNumber": "+16505550003"]
+            users[repeatAt] = ["localId": "u5"]
+            try Files.writeAtomically(dir + "/auth_export/accounts.json", JSON.object(["users": .array(users)]).prettySerialized())
+            for checking in [ExportImport.ImportChecking.reader, .writer, .balanced] {
+                makeApp()
+                XCTAssertThrowsError(try ExportImport.importDirectory(app, projectId: "demo-phone", from: dir, checking: checking)) { e in
+                    let m = String(describing: e)
+                    XCTAssertTrue(m.contains("accounts.json: record \(named) (byte "), "\(checking): \(m)")
+                    XCTAssertTrue(m.hasSuffix(message), "\(checking): \(m)")
+                }
+            }
+        }
+    }
+
     func testUsersPerProjectAndPerTenantAreCapped() throws {
         makeApp(maxUsers: 3)
         for _ in 0..<2 { XCTAssertEqual(client("signUp", [:]).0, 200) }

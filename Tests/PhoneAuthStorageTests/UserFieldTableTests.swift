@@ -100,6 +100,30 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
     }
 
     /// The standard table renders what the hand-written mappings rendered (a record with every field set).
+    /// A copy for another thread (an import's reader) is made of rows of its own — the standard ones; a row added by
+    /// `adding` stays the one object — and maps a record as the original does.
+    func testAnOwnCopyHasRowsOfItsOwnAndMapsTheSame() throws {
+        let copy = table.ownCopy()
+        XCTAssertEqual(copy.fields.map(\.name), table.fields.map(\.name))
+        for (a, b) in zip(copy.fields, table.fields) where b !== Self.nickname { XCTAssertFalse(a === b, a.name) }
+        XCTAssertTrue(copy.fields.last === Self.nickname)
+        let item: JSONObject = ["localId": "u1", "displayName": "Ann", "phoneNumber": "+1 650-555-0101", "email": "Ann@Example.com",
+                                "customAttributes": #"{"role":"a"}"#, "nickname": "nick", "createdAt": "1700000000000"]
+        func made(_ t: UserFieldTable) throws -> JSON {
+            let input = UserFieldInput(random: SeededRandom(seed: 1), now: testEpochMillis, claims: nil)
+            let changes = try t.importChanges(item, input: input).get()
+            var u = UserRecord(localId: "u1", createdAt: changes.createdAt ?? 0)
+            try t.apply(changes, to: &u, in: AuthStore(config: ProjectConfig()), now: testEpochMillis)
+            return t.render(u)
+        }
+        let mine = try made(copy), theirs = try made(table)
+        XCTAssertEqual(mine, theirs)
+        XCTAssertEqual(mine.objectValue?["phoneNumber"], "+16505550101")
+        XCTAssertEqual(mine.objectValue?["email"], "ann@example.com")
+        XCTAssertEqual(mine.objectValue?["nickname"], "nick")
+        XCTAssertEqual(mine.objectValue?["createdAt"], "1700000000000")
+    }
+
     func testTheStandardTableMapsEveryFieldOfARecord() throws {
         var u = UserRecord(localId: "full", createdAt: 1_700_000_000_123)
         u.email = "full@example.com"
