@@ -58,14 +58,12 @@ public struct UserTable: Sendable, Sequence {
     /// Stores `user` under its uid; returns the record it replaced (moved out, not copied).
     @discardableResult
     public mutating func updateValue(_ user: UserRecord, forKey id: String) -> UserRecord? {
-        // One hash of the uid for a new user (the usual case, a million times in an import): inserted first, put
-        // back when it was there.
-        if let i = slots.updateValue(count, forKey: id) {
-            slots[id] = i
+        if let i = slots[id] {
             var old = user
             swap(&old, &chunks[i / Self.chunkSize][i % Self.chunkSize])
             return old
         }
+        slots[id] = count
         if count % Self.chunkSize == 0 {
             var chunk = ContiguousArray<UserRecord>()
             chunk.reserveCapacity(Self.chunkSize)
