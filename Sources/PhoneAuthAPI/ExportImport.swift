@@ -344,8 +344,9 @@ public enum ExportImport {
             Failure(description: "\(at(p)): localId \(Identifiers.printable(id, limit: 128)) appears twice in the file")
         }
         // A batch's localIds against the earlier batches' (and, in a store that had users, each other), before the
-        // batch's own checks: the first repeat in the file is the one named. Into an empty store, only for a batch
-        // whose checks failed (`findsRepeats` below).
+        // batch's own checks: a repeat is named before the batch's other problems. Into an empty store, only for a
+        // batch `prepareUsers` refused whole (a localId twice in it, a bad password hash setting), where the batch's
+        // first repeat of an earlier localId is named before that; otherwise `findsRepeats` below.
         func checkRepeats(_ ids: [String?], _ places: [Place]) throws(Failure) {
             if startsEmpty, let store {
                 let again = store.read { s in ids.firstIndex { id in id.map { s.users[$0] != nil } ?? false } }
@@ -354,9 +355,10 @@ public enum ExportImport {
                 for (i, id) in ids.enumerated() { if let id, !seen.insert(id).inserted { throw twice(id, places[i]) } }
             }
         }
-        /// Into an empty store, a batch whose records passed their checks (so no localId twice in it) is written
-        /// refusing existing users: a record refused while its user exists repeats an earlier batch's localId, found
-        /// by the write itself instead of a lookup of every localId before it (`checkRepeats`, 5% of a 1M import).
+        /// Into an empty store, a batch `prepareUsers` took (so no localId twice in it; records with a problem of
+        /// their own are in its errors) is written refusing existing users: a record not written while its user exists
+        /// repeats an earlier batch's localId, found by the write itself instead of a lookup of every localId before
+        /// it (`checkRepeats`, 5% of a 1M import), and the batch's first problem in file order is the one named.
         let findsRepeats = startsEmpty && store != nil
         func commit(_ prepared: BatchAccounts.PreparedUsers, _ places: [Place], findsRepeats: Bool = false) throws(Failure) {
             guard !places.isEmpty else { return }
@@ -387,7 +389,7 @@ public enum ExportImport {
         do throws(Failure) {
             loop: while true {
                 let piece = pipe.receive()
-                defer { used.give(piece) }
+                defer { used.give(consume piece) }
                 switch piece {
                 case .records(let users, let places):
                     let ids = { users.map { $0.objectValue.flatMap { BatchAccounts.stringField($0["localId"]) } } }
@@ -445,7 +447,7 @@ public enum ExportImport {
     /// arena's lock cost the 1M import a tenth of its time, perf). At most the batches in flight wait here.
     final class UsedPieces: Sendable {
         private let pieces = Locked<[ParsedPiece]>([])
-        func give(_ piece: ParsedPiece) { pieces.withLock { $0.append(piece) } }
+        func give(_ piece: consuming ParsedPiece) { pieces.withLock { [piece] in $0.append(piece) } }
         /// Takes what waits (the caller drops it).
         func take() -> [ParsedPiece] { pieces.withLock { p in defer { p.removeAll() }; return p } }
     }

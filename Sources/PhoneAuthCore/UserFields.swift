@@ -168,7 +168,7 @@ extension FieldChange {
 
 /// The rows, in the wire's order (Google's field order in lookups; also the order `user.updated` lists them).
 public struct UserFieldTable: Sendable {
-    public var fields: [UserField]
+    public private(set) var fields: [UserField]
     private var byName: FieldNameIndex
     /// Makes the rows anew (`ownCopy`).
     private let make: @Sendable () -> [UserField]
@@ -191,7 +191,8 @@ public struct UserFieldTable: Sendable {
 
     /// The same table made of rows of its own (fields, closures, their captures), for a thread that runs it a million
     /// times beside another thread running the original (a start-up import's reader): a row both use has its reference
-    /// count written by both cores, and the cache line that holds it moves between them at every retain.
+    /// count written by both cores, and the cache line that holds it moves between them at every retain. The standard
+    /// rows are made anew; a row given to `adding` or to `init(_:)` is the same object in the copy.
     public func ownCopy() -> UserFieldTable { UserFieldTable(make(), make: make) }
 
     public subscript(name: String) -> UserField? { byName[name].map { fields[$0] } }

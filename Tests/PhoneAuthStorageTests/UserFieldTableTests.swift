@@ -99,7 +99,6 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         d.close()
     }
 
-    /// The standard table renders what the hand-written mappings rendered (a record with every field set).
     /// A copy for another thread (an import's reader) is made of rows of its own — the standard ones; a row added by
     /// `adding` stays the one object — and maps a record as the original does.
     func testAnOwnCopyHasRowsOfItsOwnAndMapsTheSame() throws {
@@ -124,6 +123,7 @@ final class UserFieldTableTests: XCTestCase, AppCalling {
         XCTAssertEqual(mine.objectValue?["createdAt"], "1700000000000")
     }
 
+    /// The standard table renders what the hand-written mappings rendered (a record with every field set).
     func testTheStandardTableMapsEveryFieldOfARecord() throws {
         var u = UserRecord(localId: "full", createdAt: 1_700_000_000_123)
         u.email = "full@example.com"
