@@ -36,7 +36,15 @@ public struct StoreSnapshot: Sendable {
     public var config: ProjectConfig?
     public var tenant: TenantSettings?
     public var users: [UserRecord] = []
+    /// More users, after `users`: in chunks of `UserTable.chunkSize` as a data directory decoded them (the last may
+    /// be shorter). A restore into an empty store takes them as the user table's own chunks, copying no record.
+    public var userChunks: [ContiguousArray<UserRecord>] = []
     public var sessions: [VerificationSession] = []
     public var oobCodes: [OobCode] = []
     public init(key: StoreKey) { self.key = key }
+
+    /// The users of `users` and `userChunks`.
+    public var userCount: Int { userChunks.reduce(users.count) { $0 + $1.count } }
+    /// Every user, `users` then `userChunks` (a copy: for reading, not for a restore).
+    public var allUsers: [UserRecord] { users + userChunks.joined() }
 }

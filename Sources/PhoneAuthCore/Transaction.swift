@@ -196,6 +196,39 @@ public struct AuthStore: Sendable {
         rebuildProviderIndexes()
     }
 
+    /// `restoreUsers(records)`, then `chunks` (a data directory's decoded ones): into an empty store, taken as the user
+    /// table's own (`UserTable(adopting:)`) while another thread builds the phone and email indexes; else, or if the
+    /// chunks are not as decoded, one record at a time.
+    fileprivate mutating func restoreUsers(_ records: [UserRecord], chunks: [ContiguousArray<UserRecord>]) {
+        guard !chunks.isEmpty else { return restoreUsers(records) }
+        guard records.isEmpty, users.isEmpty, phoneIndex.isEmpty, emailIndex.isEmpty else {
+            return restoreUsers(records + chunks.joined())
+        }
+        let built = Locked<(phones: [String: String], emails: [String: String])?>(nil)
+        let indexer = NativeThread.start {
+            var phones = [String: String](minimumCapacity: chunks.reduce(0) { $0 + $1.count }), emails: [String: String] = [:]
+            for chunk in chunks {
+                chunk.withUnsafeBufferPointer { records in
+                    for i in records.indices {
+                        if let p = records[i].phoneNumber { phones[p] = records[i].localId }
+                        if let e = records[i].email { emails[e.lowercased()] = records[i].localId }
+                    }
+                }
+            }
+            built.withLock { $0 = (phones, emails) }
+        }
+        let table = UserTable(adopting: chunks)
+        indexer.join()
+        guard let table, let b = built.withLock({ $0 }) else {
+            // A uid given twice (never in a journal: its rows are keyed by uid): what `save` keeps of them.
+            return restoreUsers(Array(chunks.joined()))
+        }
+        users = table
+        phoneIndex = b.phones
+        emailIndex = b.emails
+        rebuildProviderIndexes()
+    }
+
     /// Fewer users than this restore one `save` at a time (a thread costs more than it saves).
     static let parallelRestoreMinimum = 20_000
 
@@ -935,7 +968,7 @@ extension Emulator {
                 g.store.implicitTenant = snap.key.tenantId != nil && snap.config == nil && snap.tenant == nil
                 if let c = snap.config { g.store.config = c }
                 if let t = snap.tenant { g.store.tenant = t }
-                g.store.restoreUsers(snap.users)
+                g.store.restoreUsers(snap.users, chunks: snap.userChunks)
                 // In creation order: the session indexes append in O(1) (out-of-order inserts cost a shift each).
                 for sess in snap.sessions.sorted(by: { $0.sequence < $1.sequence }) {
                     g.store.sessions[sess.id] = sess

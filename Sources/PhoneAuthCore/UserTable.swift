@@ -17,13 +17,42 @@ public struct UserTable: Sendable, Sequence {
     /// Records per chunk: the records live in chunks of this many, so the table never holds more than one chunk of
     /// room it does not use (an array doubling its way to a million records held up to twice their size) and growing
     /// never copies the records already stored.
-    static let chunkSize = 4096
+    public static let chunkSize = 4096
     private var chunks: [ContiguousArray<UserRecord>] = []
     private var slots: [String: Int] = [:]
     private var order = SortedIDs()
     public private(set) var count = 0
 
     public init() {}
+
+    /// A table of `chunks` as they are, copying no record (a restart's decoded chunks, `AuthStore.restoreUsers`):
+    /// nil unless every chunk but the last holds `chunkSize` records and no uid appears twice.
+    public init?(adopting chunks: [ContiguousArray<UserRecord>]) {
+        guard let last = chunks.last, !last.isEmpty, last.count <= Self.chunkSize,
+              chunks.dropLast().allSatisfy({ $0.count == Self.chunkSize }) else { return nil }
+        let n = (chunks.count - 1) * Self.chunkSize + last.count
+        var slots = [String: Int](minimumCapacity: n)
+        var order = SortedIDs()
+        order.reserveCapacity(n)
+        var slot = 0
+        for chunk in chunks {
+            // The uids only, read in place (a record copied out of its chunk would retain each of its strings).
+            let distinct = chunk.withUnsafeBufferPointer { records -> Bool in
+                for i in records.indices {
+                    let id = records[i].localId
+                    guard slots.updateValue(slot, forKey: id) == nil else { return false }
+                    order.insert(id)
+                    slot += 1
+                }
+                return true
+            }
+            guard distinct else { return nil }
+        }
+        self.chunks = chunks
+        self.slots = slots
+        self.order = order
+        count = n
+    }
 
     public var isEmpty: Bool { count == 0 }
 

@@ -94,7 +94,7 @@ public enum PhoneAuthServer {
                 let loaded = Timestamp.systemMillis()
                 // `restore` sizes each store's user tables once (`AuthStore.restoreUsers`).
                 emulator.restore(snapshot.stores, refreshTokens: snapshot.refreshTokens)
-                let users = snapshot.stores.reduce(0) { $0 + $1.users.count }
+                let users = snapshot.stores.reduce(0) { $0 + $1.userCount }
                 logger.info("restored state", [("dataDir", dataDir.path), ("users", String(users)),
                                                ("refreshTokens", String(snapshot.refreshTokens.count)),
                                                ("readMillis", String(loaded - started)),

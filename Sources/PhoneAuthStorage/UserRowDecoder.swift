@@ -323,8 +323,8 @@ struct UserRowDecoder: Sendable {
 
 /// User documents copied out of SQLite's rows, a chunk at a time, for a worker to decode (`DataDirectory.loadUsers`).
 struct UserRowChunk: Sendable {
-    /// Rows a chunk holds at most.
-    static let rows = 4096
+    /// Rows a chunk holds at most: a user table's chunk (a restore takes the decoded chunks as the table's own).
+    static let rows = UserTable.chunkSize
 
     private var bytes: [UInt8] = []
     /// Where each document ends in `bytes`.
@@ -344,12 +344,12 @@ struct UserRowChunk: Sendable {
     }
 
     /// The records, in order; nil if a document is unreadable both ways.
-    func decode(_ decoder: UserRowDecoder?, _ fields: UserFieldTable) -> [UserRecord]? {
-        var out: [UserRecord] = []
+    func decode(_ decoder: UserRowDecoder?, _ fields: UserFieldTable) -> ContiguousArray<UserRecord>? {
+        var out: ContiguousArray<UserRecord> = []
         out.reserveCapacity(ends.count)
         var scratch: [UInt8] = []
         scratch.reserveCapacity(1024)
-        return bytes.withUnsafeBufferPointer { all -> [UserRecord]? in
+        return bytes.withUnsafeBufferPointer { all -> ContiguousArray<UserRecord>? in
             var start = 0
             for end in ends {
                 let doc = UnsafeBufferPointer(rebasing: all[start..<end])

@@ -96,6 +96,32 @@ final class UserTableTests: XCTestCase {
         XCTAssertEqual(t.ids(after: nil, limit: 10), [])
     }
 
+    /// A restart's decoded chunks become the table's own: the same table as saving the records one at a time, then
+    /// it takes replacements, new users (into the short last chunk, then new chunks) and deletes like any other;
+    /// chunks not as decoded, or a uid twice, are refused.
+    func testAdoptedChunksMakeTheSameTableAsSaving() {
+        let n = 2 * UserTable.chunkSize + 100
+        // Not in uid order: a data directory's rows may come in any order.
+        let ids = (0..<n).map { "u\(($0 * 7919) % n)" }
+        let chunks = stride(from: 0, to: n, by: UserTable.chunkSize).map { start in
+            ContiguousArray(ids[start..<min(n, start + UserTable.chunkSize)].enumerated().map { user($0.element, start + $0.offset) })
+        }
+        guard var t = UserTable(adopting: chunks) else { return XCTFail("refused") }
+        var model: [String: UserRecord] = [:]
+        for c in chunks { for u in c { model[u.localId] = u } }
+        var rng = SplitMix(seed: 7)
+        assertSame(t, model, &rng)
+        XCTAssertEqual(t.updateValue(user("u5", 99), forKey: "u5")?.localId, "u5")
+        model["u5"] = user("u5", 99)
+        for k in 0..<(UserTable.chunkSize + 10) { t.updateValue(user("new\(k)", k), forKey: "new\(k)"); model["new\(k)"] = user("new\(k)", k) }
+        for k in stride(from: 0, to: n, by: 3) { t.removeValue(forKey: "u\(k)"); model["u\(k)"] = nil }
+        assertSame(t, model, &rng)
+        XCTAssertTrue(UserTable(adopting: []) == nil)
+        XCTAssertTrue(UserTable(adopting: [ContiguousArray(chunks[0].prefix(10)), chunks[1]]) == nil, "a short chunk before the last")
+        XCTAssertTrue(UserTable(adopting: [chunks[0], [user(chunks[0][7].localId, 1)]]) == nil, "a uid twice")
+        XCTAssertTrue(UserTable(adopting: [chunks[0], [user("other", 1)]]) != nil)
+    }
+
     func testReplacingKeepsTheSlotAndReturnsTheOldRecord() {
         var t = UserTable()
         t.updateValue(user("b", 1), forKey: "b")

@@ -130,7 +130,7 @@ final class DataDirectoryTests: XCTestCase {
         }
         d.close()
         let again = try DataDirectory(path: dir)
-        let total = try again.loadSnapshot().stores.reduce(0) { $0 + $1.users.count }
+        let total = try again.loadSnapshot().stores.reduce(0) { $0 + $1.userCount }
         XCTAssertEqual(total, 400)
         again.close()
     }
@@ -153,7 +153,7 @@ final class DataDirectoryTests: XCTestCase {
         let d = try DataDirectory(path: dir)
         defer { d.close() }
         let snap = try d.loadSnapshot()
-        let users = snap.stores.first { $0.key == key }?.users ?? []
+        let users = snap.stores.first { $0.key == key }?.allUsers ?? []
         XCTAssertEqual(Set(users.map(\.localId)), ["victim", "victim\u{0}x"])
         XCTAssertEqual(users.first { $0.localId == "victim" }?.displayName, "the victim")
         XCTAssertEqual(users.first { $0.localId == "victim\u{0}x" }?.displayName, "attacker\u{0}tail")

@@ -202,7 +202,7 @@ final class UserRowDecoderTests: XCTestCase {
         try setDoc("u" + String(100_000 + n - 5), #" {"localId":"u\#(100_000 + n - 5)","createdAt":7.9,"displayName":"a","displayName":"b"} "#)
         do {
             let d = try DataDirectory(path: dir)
-            let users = try d.loadSnapshot().stores.first { $0.key == key }?.users ?? []
+            let users = try d.loadSnapshot().stores.first { $0.key == key }?.allUsers ?? []
             d.close()
             XCTAssertEqual(users.count, n)
             XCTAssertEqual(users.map(\.localId), (0..<n).map { "u" + String(100_000 + $0) }, "row order")
@@ -242,7 +242,7 @@ final class UserRowDecoderTests: XCTestCase {
         let stores = try d.loadSnapshot().stores
         XCTAssertEqual(Set(stores.map(\.key)), Set(keys))
         for (n, k) in keys.enumerated() {
-            let users = stores.first { $0.key == k }?.users ?? []
+            let users = stores.first { $0.key == k }?.allUsers ?? []
             XCTAssertEqual(users.count, 50 * (n + 1), "\(k)")
             XCTAssertTrue(users.allSatisfy { $0.localId.hasPrefix("\(k)-") && $0.displayName?.hasSuffix(" of \(k)") == true }, "\(k)")
         }
