@@ -188,7 +188,8 @@ public struct AuthStore: Sendable {
             phoneIndex = b.phones
             emailIndex = b.emails
         } else {
-            // A uid given twice (never in a journal: its rows are keyed by uid): the indexes of what the table kept.
+            // A uid given twice (in a journal only as uids that are one `String` in different bytes: SQLite's keys compare
+            // bytes): the indexes of what the table kept.
             phoneIndex = [:]
             for u in users.values { if let p = u.phoneNumber { phoneIndex[p] = u.localId } }
             rebuildEmailIndex()
@@ -197,17 +198,20 @@ public struct AuthStore: Sendable {
     }
 
     /// `restoreUsers(records)`, then `chunks` (a data directory's decoded ones): into an empty store, taken as the user
-    /// table's own (`UserTable(adopting:)`) while another thread builds the phone and email indexes; else, or if the
-    /// chunks are not as decoded, one record at a time.
+    /// table's own (`UserTable(adopting:)`) while another thread builds the phone and email indexes (from
+    /// `parallelRestoreMinimum` users; fewer, this one after the table); else, or if the chunks are not as decoded, one
+    /// record at a time. The chunks' buffers are shared with the caller's until it drops them: a write to a chunk
+    /// before then copies it.
     fileprivate mutating func restoreUsers(_ records: [UserRecord], chunks: [ContiguousArray<UserRecord>]) {
         guard !chunks.isEmpty else { return restoreUsers(records) }
         guard records.isEmpty, users.isEmpty, phoneIndex.isEmpty, emailIndex.isEmpty else {
             return restoreUsers(records + chunks.joined())
         }
-        let built = Locked<(phones: [String: String], emails: [String: String])?>(nil)
-        let indexer = NativeThread.start {
-            var phones = [String: String](minimumCapacity: chunks.reduce(0) { $0 + $1.count }), emails: [String: String] = [:]
+        let n = chunks.reduce(0) { $0 + $1.count }
+        @Sendable func indexes() -> (phones: [String: String], emails: [String: String]) {
+            var phones = [String: String](minimumCapacity: n), emails: [String: String] = [:]
             for chunk in chunks {
+                // The indexed fields only, read in place (a copied record would retain each of its strings).
                 chunk.withUnsafeBufferPointer { records in
                     for i in records.indices {
                         if let p = records[i].phoneNumber { phones[p] = records[i].localId }
@@ -215,14 +219,18 @@ public struct AuthStore: Sendable {
                     }
                 }
             }
-            built.withLock { $0 = (phones, emails) }
+            return (phones, emails)
         }
+        let built = Locked<(phones: [String: String], emails: [String: String])?>(nil)
+        let indexer = n >= Self.parallelRestoreMinimum ? NativeThread.start { let b = indexes(); built.withLock { $0 = b } } : nil
         let table = UserTable(adopting: chunks)
-        indexer.join()
-        guard let table, let b = built.withLock({ $0 }) else {
-            // A uid given twice (never in a journal: its rows are keyed by uid): what `save` keeps of them.
+        indexer?.join()
+        guard let table else {
+            // Uids that are one `String` (canonically equivalent) in different bytes (SQLite's keys compare bytes):
+            // what `save` keeps of them.
             return restoreUsers(Array(chunks.joined()))
         }
+        let b = built.withLock { $0 } ?? indexes()
         users = table
         phoneIndex = b.phones
         emailIndex = b.emails

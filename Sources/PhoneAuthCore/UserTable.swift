@@ -98,7 +98,12 @@ public struct UserTable: Sendable, Sequence {
             chunk.reserveCapacity(Self.chunkSize)
             chunks.append(chunk)
         }
-        chunks[chunks.count - 1].append(user)
+        let last = chunks.count - 1
+        // An adopted short chunk (`init(adopting:)`) holds no room: it grows by doubling up to a chunk, not past it.
+        if chunks[last].count == chunks[last].capacity {
+            chunks[last].reserveCapacity(Swift.min(Self.chunkSize, Swift.max(16, 2 * chunks[last].count)))
+        }
+        chunks[last].append(user)
         count += 1
         order.insert(id)
         if order.dead > Swift.max(SortedIDs.mergeAt, order.stored / 8) { order.compact { slots[$0] != nil } }

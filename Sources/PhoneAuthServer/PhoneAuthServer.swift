@@ -92,7 +92,8 @@ public enum PhoneAuthServer {
                 let started = Timestamp.systemMillis()
                 let snapshot = try dataDir.loadSnapshot()
                 let loaded = Timestamp.systemMillis()
-                // `restore` sizes each store's user tables once (`AuthStore.restoreUsers`).
+                // `restore` takes each store's decoded chunks as its user table (`AuthStore.restoreUsers`); the snapshot
+                // is dropped at the end of this block, before anything writes a chunk (which would copy it).
                 emulator.restore(snapshot.stores, refreshTokens: snapshot.refreshTokens)
                 let users = snapshot.stores.reduce(0) { $0 + $1.userCount }
                 logger.info("restored state", [("dataDir", dataDir.path), ("users", String(users)),

@@ -228,7 +228,8 @@ public final class DataDirectory: StateJournal, @unchecked Sendable {
     /// The users table, streamed (rows in primary-key order, so each store's rows come together) and decoded on every
     /// core: this thread steps SQLite and copies the documents into chunks (`UserRowChunk`), worker threads read each
     /// chunk straight into records (`UserRowDecoder`; the generic way, `Codecs.decodeUser`, for a document it does not
-    /// take), and the chunks join their store's users in row order. At most two chunks per core (up to 8) wait to be decoded,
+    /// take), and the chunks become their store's user-table chunks as they are (`StoreSnapshot.userChunks`; its
+    /// `users` when a store's rows came in runs that leave a short chunk before its last). At most two chunks per core (up to 8) wait to be decoded,
     /// so memory holds the records and a few chunks, not a copy of the table.
     private func loadUsers(_ c: SQLiteConnection, into stores: inout [StoreKey: StoreSnapshot]) throws {
         let decoder = UserRowDecoder(userFields)

@@ -175,10 +175,11 @@ final class UserTableTests: XCTestCase {
         }
         var small = users.prefix(100).map { $0 }
         small.reverse()
-        for (label, batch) in [("bulk", users), ("one at a time", small)] {
+        // As a data directory's decoded chunks too (`StoreSnapshot.userChunks`: taken as the table's own).
+        for (label, batch, chunked) in [("bulk", users, false), ("one at a time", small, false), ("chunks", users, true), ("one chunk", small, true)] {
             let e = makeTestEmulator(seed: 1)
             var snap = StoreSnapshot(key: StoreKey(projectId: "p"))
-            snap.users = batch
+            if chunked { snap.userChunks = Self.chunks(batch) } else { snap.users = batch }
             e.restore([snap], refreshTokens: [])
             e.existingStore(StoreKey(projectId: "p"))!.read { s in
                 XCTAssertEqual(s.users.count, batch.count, label)
@@ -192,6 +193,47 @@ final class UserTableTests: XCTestCase {
                 XCTAssertEqual(s.emailIndex.count, batch.filter { $0.email != nil }.count, label)
                 XCTAssertEqual(s.federatedIndex.count, batch.filter { !$0.providerUserInfo.isEmpty }.count, label)
             }
+        }
+    }
+
+    private static func chunks(_ users: [UserRecord]) -> [ContiguousArray<UserRecord>] {
+        stride(from: 0, to: users.count, by: UserTable.chunkSize).map { ContiguousArray(users[$0..<min(users.count, $0 + UserTable.chunkSize)]) }
+    }
+
+    /// Chunks that cannot be the table as they are restore one record at a time, as `save` keeps them: a uid twice
+    /// (one `String` in two byte forms, as SQLite's byte-compared keys can hold), and a store that has users already.
+    func testChunksThatCannotBeAdoptedRestoreAsSaved() {
+        let n = AuthStore.parallelRestoreMinimum + 10
+        var users = (0..<n).map { i -> UserRecord in
+            var u = UserRecord(localId: "u\(i)", createdAt: Int64(i))
+            u.phoneNumber = "+1555\(1_000_000 + i)"
+            return u
+        }
+        users[10] = UserRecord(localId: "caf\u{E9}", createdAt: 1)
+        users[n - 3] = UserRecord(localId: "cafe\u{301}", createdAt: 2)
+        users[n - 3].phoneNumber = "+15550000001"
+        let key = StoreKey(projectId: "p")
+        let e = makeTestEmulator(seed: 1)
+        var snap = StoreSnapshot(key: key)
+        snap.userChunks = Self.chunks(users)
+        e.restore([snap], refreshTokens: [])
+        e.existingStore(key)!.read { s in
+            XCTAssertEqual(s.users.count, n - 1)
+            XCTAssertEqual(s.users["caf\u{E9}"]?.createdAt, 2, "the later row wins")
+            XCTAssertEqual(s.user(phone: "+15550000001")?.createdAt, 2)
+            XCTAssertEqual(s.user(phone: "+1555\(1_000_000 + n - 1)")?.localId, "u\(n - 1)")
+        }
+        // Into a store with a user already: both kept.
+        let f = makeTestEmulator(seed: 1)
+        var first = StoreSnapshot(key: key)
+        first.users = [UserRecord(localId: "zz", createdAt: 9)]
+        var more = StoreSnapshot(key: key)
+        more.userChunks = Self.chunks(Array(users.prefix(100)))
+        f.restore([first, more], refreshTokens: [])
+        f.existingStore(key)!.read { s in
+            XCTAssertEqual(s.users.count, 101)
+            XCTAssertEqual(s.users["zz"]?.createdAt, 9)
+            XCTAssertEqual(s.user(phone: "+15551000005")?.localId, "u5")
         }
     }
 }
