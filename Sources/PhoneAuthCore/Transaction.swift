@@ -436,12 +436,15 @@ public struct StoreTransaction: ~Copyable {
     @discardableResult
     public mutating func deleteUser(_ localId: String) -> Bool {
         guard let old = p.pointee.users[localId] else { return false }
-        p.pointee.deleteUser(localId)
-        let gone = refreshTokens.withLock { $0.removeUser(key, localId) }
+        // The stored uid from here on: `localId` may be another byte form of the same `String` (NFC, NFD), one key
+        // in memory but not on disk, where SQLite compares bytes (the row would stay, and come back at a restart).
+        let id = old.localId
+        p.pointee.deleteUser(id)
+        let gone = refreshTokens.withLock { $0.removeUser(key, id) }
         if journaled {
-            recorded.undo.append(.user(localId, old))
+            recorded.undo.append(.user(id, old))
             if !gone.isEmpty { recorded.undo.append(.refreshTokensRemoved(gone)) }
-            recorded.changes.append(.userDeleted(key, localId))  // deletes the user's refresh tokens on disk too
+            recorded.changes.append(.userDeleted(key, id))  // deletes the user's refresh tokens on disk too
         }
         return true
     }
