@@ -11,13 +11,7 @@ final class EmailDurabilityTests: XCTestCase {
     override func setUp() { dir = TemporaryDirectory.make("phone-auth-email") }
     override func tearDown() { TemporaryDirectory.remove(dir) }
 
-    func reopen() throws -> (DataDirectory, Emulator) {
-        let d = try DataDirectory(path: dir)
-        let e = makeTestEmulator(seed: 7, journal: d)
-        let snap = try d.loadSnapshot()
-        e.restore(snap.stores, refreshTokens: snap.refreshTokens)
-        return (d, e)
-    }
+    func reopen() throws -> (DataDirectory, Emulator) { try reopenDataDirectory(dir) }
 
     func testPasswordUserAndPendingCodesSurviveARestart() throws {
         let key = StoreKey(projectId: "p")

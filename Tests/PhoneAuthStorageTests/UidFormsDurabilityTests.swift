@@ -11,13 +11,7 @@ final class UidFormsDurabilityTests: XCTestCase {
         let dir = TemporaryDirectory.make("phone-auth-uid-forms")
         defer { TemporaryDirectory.remove(dir) }
         let key = StoreKey(projectId: "p")
-        func reopen() throws -> (DataDirectory, Emulator) {
-            let d = try DataDirectory(path: dir)
-            let e = makeTestEmulator(seed: 7, journal: d)
-            let snap = try d.loadSnapshot()
-            e.restore(snap.stores, refreshTokens: snap.refreshTokens)
-            return (d, e)
-        }
+        func reopen() throws -> (DataDirectory, Emulator) { try reopenDataDirectory(dir) }
         do {
             let (d, e) = try reopen()
             var first = UserChanges()
