@@ -1,5 +1,6 @@
-// Users: search (uid, email, phone, name) through the emulator's listing, paged; a user's details; custom claims;
-// disable, delete, revoke sessions; second factors. Changes go through the admin API, as an Admin SDK would.
+// Users: search (the start of a uid, email, email domain, phone number or name word) through the emulator's listing,
+// paged; a user's details; custom claims; disable, delete, revoke sessions; second factors. Changes go through the
+// admin API, as an Admin SDK would.
 
 import { api, emulatorScope, adminScope, emuNow, loadClock } from './api.js';
 import { h, $, showError, fmtTime, toast } from './dom.js';
@@ -56,7 +57,8 @@ async function search(pageToken, quiet = false) {
     $('#users-next').disabled = !next;
     $('#users-first').disabled = pages.length <= 1;
     const page = pages.length;
-    $('#users-summary').textContent = `${json.matched} of ${json.total} users match` + (json.matched > PAGE ? ` · page ${page}` : '')
+    const about = json.matchedEstimated ? 'at most ' : '';
+    $('#users-summary').textContent = `${about}${json.matched} of ${json.total} users match` + (json.matched > PAGE ? ` · page ${page}` : '')
       + (timing ? ` · search took ${timing[1]} ms on the server` : '');
     showError(root);
   } catch (e) { if (!quiet) showError(root, e); else showError(root, e); }

@@ -353,7 +353,7 @@ enum Router {
                  "DELETE invalidates them", EmulatorAPI.clearCodes),
         RouteRow("DELETE", "/emulator/v1/projects/{project}[/tenants/{tenant}]/accounts", .emulator, .none, .bulk,
                  "wipe users", EmulatorAPI.wipeAccounts),
-        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/users", .emulator, .none, .loop,
+        RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/users", .emulator, .none, .adaptive,
                  "search users by uid, email, phone or name (`?q=&pageSize=&pageToken=`; the console's Users view)", UserSearch.handle),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes:wait", .emulator, .none, .loop,
                  "long-poll for the next code (`?phoneNumber=&timeoutSeconds=`)", EmulatorAPI.waitForCode),

@@ -108,6 +108,9 @@ public struct AuthStore: Sendable {
 
     public func user(phone: String) -> UserRecord? { phoneIndex[phone].flatMap { users[$0] } }
 
+    /// Builds the users' search index (derived state: nothing durable changes), for the console's search.
+    public mutating func buildSearchIndex() { users.buildSearchIndex() }
+
     /// Saves `user`, keeping the phone index unique and current.
     /// Returns the record it replaced (moved out of the table, not copied: a sign-in saves its user every time).
     @discardableResult

@@ -19,9 +19,12 @@ public struct UserTable: Sendable, Sequence {
     /// never copies the records already stored.
     public static let chunkSize = 4096
     private var chunks: [ContiguousArray<UserRecord>] = []
-    private var slots: [String: Int] = [:]
+    /// uid → slot, 4 bytes a value (a million uids take 2^21 buckets: 8 bytes a user saved against `Int`).
+    private var slots: [String: UInt32] = [:]
     private var order = SortedIDs()
     public private(set) var count = 0
+    /// The console search's index (UserSearchIndex.swift): nil until the first search, kept by every change after.
+    private var search: UserSearchIndex?
 
     public init() {}
 
@@ -31,7 +34,7 @@ public struct UserTable: Sendable, Sequence {
         guard let last = chunks.last, !last.isEmpty, last.count <= Self.chunkSize,
               chunks.dropLast().allSatisfy({ $0.count == Self.chunkSize }) else { return nil }
         let n = (chunks.count - 1) * Self.chunkSize + last.count
-        var slots = [String: Int](minimumCapacity: n)
+        var slots = [String: UInt32](minimumCapacity: n)
         var order = SortedIDs()
         order.reserveCapacity(n)
         var slot = 0
@@ -40,7 +43,7 @@ public struct UserTable: Sendable, Sequence {
             let distinct = chunk.withUnsafeBufferPointer { records -> Bool in
                 for i in records.indices {
                     let id = records[i].localId
-                    guard slots.updateValue(slot, forKey: id) == nil else { return false }
+                    guard slots.updateValue(UInt32(slot), forKey: id) == nil else { return false }
                     order.insert(id)
                     slot += 1
                 }
@@ -60,7 +63,7 @@ public struct UserTable: Sendable, Sequence {
 
     /// The user with this uid (a copy; `withUser` reads one in place).
     public subscript(id: String) -> UserRecord? {
-        guard let i = slots[id] else { return nil }
+        guard let i = slots[id].map(Int.init) else { return nil }
         return record(i)
     }
 
@@ -68,7 +71,7 @@ public struct UserTable: Sendable, Sequence {
 
     /// Reads the user with this uid in place (nil: none).
     public func withUser<R>(_ id: String, _ body: (borrowing UserRecord) -> R) -> R? {
-        guard let i = slots[id] else { return nil }
+        guard let i = slots[id].map(Int.init) else { return nil }
         return body(chunks[i / Self.chunkSize][i % Self.chunkSize])
     }
 
@@ -87,12 +90,17 @@ public struct UserTable: Sendable, Sequence {
     /// Stores `user` under its uid; returns the record it replaced (moved out, not copied).
     @discardableResult
     public mutating func updateValue(_ user: UserRecord, forKey id: String) -> UserRecord? {
-        if let i = slots[id] {
+        if let i = slots[id].map(Int.init) {
+            let reindex = search != nil && !chunks[i / Self.chunkSize].withUnsafeBufferPointer {
+                UserSearchIndex.sameEntries($0[i % Self.chunkSize], user)
+            }
+            if reindex { indexRemove(slot: i) }
             var old = user
             swap(&old, &chunks[i / Self.chunkSize][i % Self.chunkSize])
+            if reindex { indexInsert(slot: i) }
             return old
         }
-        slots[id] = count
+        slots[id] = UInt32(count)
         if count % Self.chunkSize == 0 {
             var chunk = ContiguousArray<UserRecord>()
             chunk.reserveCapacity(Self.chunkSize)
@@ -106,6 +114,7 @@ public struct UserTable: Sendable, Sequence {
         chunks[last].append(user)
         count += 1
         order.insert(id)
+        if search != nil { count <= UserSearchIndex.maxSlots ? indexInsert(slot: count - 1) : (search = nil) }
         if order.dead > Swift.max(SortedIDs.mergeAt, order.stored / 8) { order.compact { slots[$0] != nil } }
         return nil
     }
@@ -113,12 +122,19 @@ public struct UserTable: Sendable, Sequence {
     /// Removes and returns the user with this uid (the last record takes its slot).
     @discardableResult
     public mutating func removeValue(forKey id: String) -> UserRecord? {
-        guard let i = slots.removeValue(forKey: id) else { return nil }
+        guard let i = slots.removeValue(forKey: id).map(Int.init) else { return nil }
         let last = count - 1
+        var moved: [(UserSearchIndex.Position, UInt32)] = []
+        if search != nil {
+            indexRemove(slot: i)
+            if i != last { moved = indexLocate(slot: last) }
+        }
         var removed = chunks[chunks.count - 1].removeLast()
         if i != last {
             swap(&removed, &chunks[i / Self.chunkSize][i % Self.chunkSize])
-            slots[record(i).localId] = i
+            slots[record(i).localId] = UInt32(i)
+            // The moved record's entries name its new slot (found above, by their text, before it moved).
+            if search != nil { for (p, e) in moved { search!.replace(at: p, with: UserSearchIndex.moved(e, to: i)) } }
         }
         if chunks[chunks.count - 1].isEmpty { chunks.removeLast() }
         count -= 1
@@ -164,6 +180,217 @@ extension UserTable: Equatable {
     /// Same users (slot order and deleted uids in the order are not state).
     public static func == (a: UserTable, b: UserTable) -> Bool {
         a.count == b.count && a.values.allSatisfy { b[$0.localId] == $0 }
+    }
+}
+
+/// The console search (UserSearchIndex.swift): the index's upkeep and its pages.
+extension UserTable {
+    /// A match of a search: the user and its entry's place in the order (the next page's cursor).
+    public struct SearchMatch {
+        public let user: UserRecord
+        public let key: SearchKey
+    }
+
+    public struct SearchPage {
+        /// Up to `limit` matches after the cursor, in index order, each user once.
+        public var matches: [SearchMatch] = []
+        /// Another match follows the last one.
+        public var more = false
+        /// Users that match: exact unless `estimated` (then the matching entries, an upper bound).
+        public var matched = 0
+        public var estimated = false
+    }
+
+    /// The table has its search index (`buildSearchIndex`).
+    public var hasSearchIndex: Bool { search != nil }
+
+    /// Builds the search index (nothing when there is one, or when the table has more users than it can name).
+    public mutating func buildSearchIndex() {
+        guard search == nil, count <= UserSearchIndex.maxSlots else { return }
+        search = Self.makeSearchIndex(chunks)
+    }
+
+    /// Sorts every entry of `chunks`: by a 16-byte folded prefix of the text first (integer comparisons), the full
+    /// order only for entries whose first 16 bytes are the same.
+    private static func makeSearchIndex(_ chunks: [ContiguousArray<UserRecord>]) -> UserSearchIndex {
+        struct Sortable { var k1: UInt64, k2: UInt64, e: UInt32 }
+        var all: [Sortable] = []
+        var n = 0
+        for c in chunks { n += c.count }
+        all.reserveCapacity(n * 3)
+        for f in SearchField.allCases {
+            var slot = 0
+            for chunk in chunks {
+                chunk.withUnsafeBufferPointer { records in
+                    for r in records.indices {
+                        if var v = UserSearchIndex.value(records[r], f) {
+                            v.withUTF8 { b in
+                                UserSearchIndex.forEachWord(f, b) { off in
+                                    var k1: UInt64 = 0, k2: UInt64 = 0
+                                    for i in 0..<16 {
+                                        let byte = off + i < b.count ? UInt64(UserSearchIndex.lower(b[off + i])) : 0
+                                        if i < 8 { k1 = k1 << 8 | byte } else { k2 = k2 << 8 | byte }
+                                    }
+                                    all.append(Sortable(k1: k1, k2: k2, e: UserSearchIndex.entry(slot: slot, field: f, offset: off)))
+                                }
+                            }
+                        }
+                        slot += 1
+                    }
+                }
+            }
+        }
+        let t = SearchText(chunks: chunks, chunkSize: chunkSize)
+        all.sort { a, b in
+            if a.k1 != b.k1 { return a.k1 < b.k1 }
+            if a.k2 != b.k2 { return a.k2 < b.k2 }
+            return t.compare(a.e, t.key(b.e)) < 0
+        }
+        return UserSearchIndex(sorted: all.map(\.e))
+    }
+
+    private var searchText: SearchText { SearchText(chunks: chunks, chunkSize: Self.chunkSize) }
+
+    private func entries(slot: Int) -> [UInt32] {
+        chunks[slot / Self.chunkSize].withUnsafeBufferPointer { UserSearchIndex.entries(of: $0[slot % Self.chunkSize], slot: slot) }
+    }
+
+    /// Adds the entries of the record in `slot`.
+    private mutating func indexInsert(slot: Int) {
+        let t = searchText
+        for e in entries(slot: slot) {
+            let k = t.key(e)
+            guard search != nil else { return }
+            let p = search!.partition { t.compare($0, k) < 0 }
+            search!.insert(e, at: p)
+        }
+    }
+
+    /// Removes the entries of the record in `slot` (still there). An entry not where its text says drops the index
+    /// (the next search builds it again), never the server.
+    private mutating func indexRemove(slot: Int) {
+        let t = searchText
+        for e in entries(slot: slot) {
+            let k = t.key(e)
+            // `search!` in place each time: a copy of the index held across the removal would copy its blocks.
+            guard search != nil else { return }
+            let p = search!.partition { t.compare($0, k) < 0 }
+            guard p < search!.end, search![p] == e else { search = nil; return }
+            search!.remove(at: p)
+        }
+    }
+
+    /// Where the entries of the record in `slot` are.
+    private mutating func indexLocate(slot: Int) -> [(UserSearchIndex.Position, UInt32)] {
+        let t = searchText
+        var out: [(UserSearchIndex.Position, UInt32)] = []
+        for e in entries(slot: slot) {
+            let k = t.key(e)
+            guard search != nil else { return [] }
+            let p = search!.partition { t.compare($0, k) < 0 }
+            guard p < search!.end, search![p] == e else { search = nil; return [] }
+            out.append((p, e))
+        }
+        return out
+    }
+
+    /// The matches of `prefixes` (ASCII case folded) after `cursor`: at most `limit`, in index order, each user once
+    /// (at its first matching entry), and how many users match (counted exactly up to `countUpTo` matching entries).
+    /// With the index, O(prefixes · log n + what it returns); without (`buildSearchIndex` not run, or too many users
+    /// for it), a scan of every user.
+    public func search(prefixes raw: [[UInt8]], after cursor: SearchKey?, limit: Int, countUpTo: Int = 1000) -> SearchPage {
+        let prefixes = Self.searchPrefixes(raw)
+        guard !prefixes.isEmpty else { return SearchPage() }
+        guard let idx = search else { return searchScan(prefixes: prefixes, after: cursor, limit: limit) }
+        let t = searchText
+        // One range per prefix that starts an entry (a number typed without `+` is a few hundred prefixes, most
+        // starting nothing: one binary search each).
+        var ranges: [(lo: UserSearchIndex.Position, hi: UserSearchIndex.Position)] = []
+        for p in prefixes {
+            let lo = idx.partition { t.comparePrefix($0, p) < 0 }
+            guard lo < idx.end, t.comparePrefix(idx[lo], p) == 0 else { continue }
+            ranges.append((lo, idx.partition { t.comparePrefix($0, p) <= 0 }))
+        }
+        var page = SearchPage()
+        let entriesMatching = ranges.reduce(0) { $0 + idx.distance($1.lo, $1.hi) }
+        let from = cursor.map { c in idx.partition { t.compare($0, c) <= 0 } } ?? idx.start
+        /// The user of `e` matches first at `e` (no other of its entries that matches comes before it).
+        func first(_ e: UInt32) -> Bool {
+            let mine = entries(slot: UserSearchIndex.slot(e)).filter { t.matchesAny($0, prefixes) }
+            guard mine.count > 1 else { return true }
+            let k = t.key(e)
+            return !mine.contains { $0 != e && t.compare($0, k) < 0 }
+        }
+        walk: for r in ranges {
+            var p = Swift.max(r.lo, from)
+            while p < r.hi {
+                let e = idx[p]
+                if first(e) {
+                    if page.matches.count == limit { page.more = true; break walk }
+                    let slot = UserSearchIndex.slot(e)
+                    page.matches.append(SearchMatch(user: chunks[slot / Self.chunkSize][slot % Self.chunkSize], key: t.key(e)))
+                }
+                p = idx.after(p)
+            }
+        }
+        if entriesMatching <= countUpTo {
+            for r in ranges {
+                var p = r.lo
+                while p < r.hi {
+                    if first(idx[p]) { page.matched += 1 }
+                    p = idx.after(p)
+                }
+            }
+        } else {
+            page.matched = entriesMatching
+            page.estimated = true
+        }
+        return page
+    }
+
+    /// The same matches by a pass over every user (a table without its index): each user's first matching entry,
+    /// the `limit + 1` smallest after `cursor` kept in order.
+    func searchScan(prefixes raw: [[UInt8]], after cursor: SearchKey?, limit: Int) -> SearchPage {
+        let prefixes = Self.searchPrefixes(raw)
+        var page = SearchPage()
+        guard !prefixes.isEmpty else { return page }
+        let t = searchText
+        var best: [(SearchKey, Int)] = []
+        var slot = 0
+        for chunk in chunks {
+            for r in chunk.indices {
+                var first: SearchKey?
+                UserSearchIndex.forEachEntry(of: chunk[r], slot: slot) { e in
+                    guard t.matchesAny(e, prefixes) else { return }
+                    let k = t.key(e)
+                    if first.map({ k < $0 }) ?? true { first = k }
+                }
+                if let k = first {
+                    page.matched += 1
+                    if cursor.map({ $0 < k }) ?? true {
+                        var lo = 0, hi = best.count
+                        while lo < hi { let m = (lo + hi) / 2; if best[m].0 < k { lo = m + 1 } else { hi = m } }
+                        if lo <= limit {
+                            best.insert((k, slot), at: lo)
+                            if best.count > limit + 1 { best.removeLast() }
+                        }
+                    }
+                }
+                slot += 1
+            }
+        }
+        page.more = best.count > limit
+        page.matches = best.prefix(limit).map { SearchMatch(user: record($0.1), key: $0.0) }
+        return page
+    }
+
+    /// Sorted, distinct, case folded, and none a prefix of another (its range holds the longer one's).
+    static func searchPrefixes(_ raw: [[UInt8]]) -> [[UInt8]] {
+        let folded = raw.map { $0.map(UserSearchIndex.lower) }.filter { !$0.isEmpty }
+        let sorted = folded.sorted { a, b in a.lexicographicallyPrecedes(b) }
+        var out: [[UInt8]] = []
+        for p in sorted where !(out.last.map { p.starts(with: $0) } ?? false) { out.append(p) }
+        return out
     }
 }
 

@@ -199,37 +199,44 @@ final class ConsoleTests: XCTestCase, AppCalling {
         XCTAssertNil(all.1["users"]?.arrayValue?.first?["salt"])
     }
 
-    func testPagingWalksEveryMatchInUidOrderOnce() {
+    func testPagingWalksEveryMatchOnceInIndexOrder() {
         makeUsers(53)
+        var first: [String]?
         for size in [1, 7, 10, 53, 1000] {
             var seen: [String] = [], token = ""
             var pages = 0
             while pages < 100 {
                 let r = search("q=person&pageSize=\(size)&pageToken=\(token)")
                 XCTAssertEqual(r.0, 200)
+                XCTAssertEqual(r.1["matched"], 53)
                 seen += uids(r)
                 pages += 1
                 guard let next = r.1["nextPageToken"]?.stringValue else { break }
                 token = next
             }
-            XCTAssertEqual(seen, (0..<53).map { "uid-" + Self.pad($0, 3) }, "pageSize \(size)")
+            // Each user once (its name and its email both start with "person"), in the index's order: by the matching
+            // text ("person other", "person seven", then emails), then uid; the same order whatever the page size.
+            XCTAssertEqual(seen.count, 53, "pageSize \(size)")
+            XCTAssertEqual(Set(seen), Set((0..<53).map { "uid-" + Self.pad($0, 3) }), "pageSize \(size)")
+            XCTAssertEqual(seen, first ?? seen, "pageSize \(size)")
+            first = seen
             XCTAssertEqual(pages, (53 + size - 1) / size, "pageSize \(size)")
         }
+        let sevens = (0..<53).filter { $0 % 7 == 0 }.map { "uid-" + Self.pad($0, 3) }
+        XCTAssertEqual(first.map { Array($0.prefix(53 - sevens.count)) }, (0..<53).filter { $0 % 7 != 0 }.map { "uid-" + Self.pad($0, 3) })
+        XCTAssertEqual(first.map { Array($0.suffix(sevens.count)) }, sevens)
+        // A token of another kind (a uid, an empty search's) is refused with a non-empty q.
+        XCTAssertEqual(search("q=person&pageToken=uid-003").1["error"]?["status"], "INVALID_ARGUMENT")
     }
 
-    func testTheBoundedHeapKeepsTheSmallest() {
-        var state: UInt64 = 99
-        for capacity in [1, 2, 5, 64] {
-            var heap = UserSearch.BoundedMaxHeap(capacity: capacity)
-            var all: [String] = []
-            for _ in 0..<500 {
-                state = state &* 6364136223846793005 &+ 1442695040888963407
-                let s = String(state >> 40, radix: 36)
-                all.append(s)
-                heap.offer(s)
-            }
-            XCTAssertEqual(heap.sorted(), Array(all.sorted().prefix(capacity)))
-        }
+    func testWordsDomainsAndNumbersWithoutTheirCountryCode() {
+        makeUsers(40)
+        XCTAssertEqual(search("q=other").1["matched"], 34)                           // a later word of the name
+        XCTAssertEqual(search("q=example.TEST").1["matched"], 40)                    // the email's domain
+        XCTAssertEqual(uids(search("q=555%20000%200033")), ["uid-033"])              // no country code, no +
+        XCTAssertEqual(uids(search("q=15550000033")), ["uid-033"])                   // no +
+        XCTAssertEqual(search("q=erson").1["matched"], 0)                            // not a substring search
+        XCTAssertEqual(search("q=0000033").1["matched"], 0)
     }
 
     func testSearchIsScopedAndBounded() {
