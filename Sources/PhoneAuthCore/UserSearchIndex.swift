@@ -91,16 +91,24 @@ struct UserSearchIndex: Sendable {
         }
     }
 
-    /// The entries of a record, in index order among themselves (same uid: by text, then field and offset).
+    /// The entries of a record, field by field.
     static func entries(of u: borrowing UserRecord, slot: Int) -> [UInt32] {
         var out: [UInt32] = []
         forEachEntry(of: u, slot: slot) { out.append($0) }
         return out
     }
 
-    /// The searchable fields of two records are the same (their entries are).
+    /// The searchable fields of two records are the same bytes (their entries are). Not `String ==`: that equates
+    /// canonically equivalent text (an NFC and an NFD "Zoë"), which the index orders by its bytes.
     static func sameEntries(_ a: borrowing UserRecord, _ b: borrowing UserRecord) -> Bool {
-        a.localId == b.localId && a.email == b.email && a.phoneNumber == b.phoneNumber && a.displayName == b.displayName
+        func same(_ x: String?, _ y: String?) -> Bool {
+            switch (x, y) {
+            case (nil, nil): return true
+            case let (x?, y?): return x.utf8.elementsEqual(y.utf8)
+            default: return false
+            }
+        }
+        return same(a.localId, b.localId) && same(a.email, b.email) && same(a.phoneNumber, b.phoneNumber) && same(a.displayName, b.displayName)
     }
 
     // MARK: positions
@@ -304,9 +312,13 @@ public struct SearchKey: Sendable, Equatable, Comparable {
         self.code = code
     }
 
+    /// The longest token a page can end on: a 128-byte uid and a field of up to 1,024 UTF-16 units from its word
+    /// on (3 bytes each at most in UTF-8), base64url (4 characters for 3 bytes) after `s1.` and the 5-byte header.
+    static let maxTokenLength = 3 + 4 * ((5 + 128 + 3 * UserFieldLimits.displayName + 2) / 3)
+
     /// A token `token` made; nil for anything else.
     public init?(token: String) {
-        guard token.hasPrefix("s1."), token.utf8.count <= 2048, let bytes = Base64URL.decode(String(token.dropFirst(3))),
+        guard token.hasPrefix("s1."), token.utf8.count <= Self.maxTokenLength, let bytes = Base64URL.decode(String(token.dropFirst(3))),
               bytes.count >= 5 else { return nil }
         let n = Int(bytes[1]) | Int(bytes[2]) << 8 | Int(bytes[3]) << 16 | Int(bytes[4]) << 24
         guard n <= bytes.count - 5 else { return nil }

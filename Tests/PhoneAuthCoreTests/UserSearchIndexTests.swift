@@ -42,9 +42,10 @@ final class UserSearchIndexTests: XCTestCase {
                                   "lead", "2005", "brien", "U", "nobody", "+", "dr. who"]
 
     /// Every page of each query through the index, against the scan's order and the definition's users.
-    private func assertSearches(_ t: UserTable, _ users: [String: UserRecord], file: StaticString = #filePath, line: UInt = #line) {
+    private func assertSearches(_ t: UserTable, _ users: [String: UserRecord], queries: [String] = queries,
+                                file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertTrue(t.hasSearchIndex, file: file, line: line)
-        for q in Self.queries {
+        for q in queries {
             let prefixes = UserTable.queryPrefixes(q)
             let expected = reference(users, prefixes)
             let all = t.searchScan(prefixes: prefixes, after: nil, limit: 100_000)
@@ -152,6 +153,54 @@ final class UserSearchIndexTests: XCTestCase {
         }
     }
 
+    func testCanonicallyEquivalentFieldsAreReindexedByTheirBytes() {
+        // "Zoë" precomposed (NFC) and decomposed (NFD) are one `String` to `==`, two texts to the index.
+        var t = UserTable()
+        t.buildSearchIndex()
+        var users: [String: UserRecord] = [:]
+        func name(_ i: Int, flipped: Bool) -> String { (i % 2 == 0) != flipped ? "Zo\u{EB} \(i)" : "Zoe\u{308} \(i)" }
+        for i in 0..<60 {
+            var u = UserRecord(localId: "n\(i)", createdAt: 1)
+            u.displayName = name(i, flipped: false)
+            u.email = i % 3 == 0 ? "zo\u{EB}\(i)@example.com" : nil
+            t.updateValue(u, forKey: u.localId)
+            users[u.localId] = u
+        }
+        for i in 0..<60 {
+            var u = users["n\(i)"]!
+            u.displayName = name(i, flipped: true)
+            if let e = u.email { u.email = e.replacingOccurrences(of: "\u{EB}", with: "e\u{308}") }
+            XCTAssertEqual(u, users["n\(i)"], "String's == sees no change")
+            t.updateValue(u, forKey: u.localId)
+            users[u.localId] = u
+        }
+        assertSearches(t, users, queries: ["zo", "Zoe", "zo\u{EB}", "zoe\u{308}", "zoe\u{308} 1", "n1"])
+    }
+
+    func testAnIndexBuiltFromACopyIsTakenOnlyWhileNothingChanged() {
+        var rng = SplitMix(seed: 11)
+        var t = UserTable()
+        var users: [String: UserRecord] = [:]
+        for i in 0..<200 {
+            let u = user("c\(i)", &rng)
+            t.updateValue(u, forKey: u.localId)
+            users[u.localId] = u
+        }
+        let copy = t
+        guard let built = copy.makeSearchIndex() else { return XCTFail("no index") }
+        var changed = t
+        changed.updateValue(user("c0", &rng), forKey: "c0")
+        XCTAssertFalse(changed.installSearchIndex(built))
+        XCTAssertFalse(changed.hasSearchIndex)
+        var removed = t
+        removed.removeValue(forKey: "c1")
+        XCTAssertFalse(removed.installSearchIndex(built))
+        var fresh = UserTable()
+        XCTAssertFalse(fresh.installSearchIndex(built))
+        XCTAssertTrue(t.installSearchIndex(built))
+        assertSearches(t, users)
+    }
+
     func testManyMatchesAreCountedAsAnUpperBound() {
         var t = UserTable()
         for i in 0..<1500 {
@@ -177,11 +226,29 @@ final class UserSearchIndexTests: XCTestCase {
         XCTAssertEqual(UserTable.queryPrefixes("1-800-FLOWERS").count, 1)
     }
 
+    func testThePageAfterTheLongestNameHasAToken() {
+        // A 128-byte uid and a display name of 1,024 UTF-16 units of 3 UTF-8 bytes each: the longest cursor.
+        var t = UserTable()
+        for i in 0..<2 {
+            var u = UserRecord(localId: String(repeating: "\(i)", count: 128), createdAt: 1)
+            u.displayName = String(repeating: "\u{20AC}", count: UserFieldLimits.displayName)
+            t.updateValue(u, forKey: u.localId)
+        }
+        t.buildSearchIndex()
+        let page = t.search(prefixes: UserTable.queryPrefixes("\u{20AC}"), after: nil, limit: 1)
+        XCTAssertTrue(page.more)
+        let token = try! XCTUnwrap(page.matches.last?.key.token)
+        XCTAssertLessThanOrEqual(token.utf8.count, SearchKey.maxTokenLength)
+        let next = t.search(prefixes: UserTable.queryPrefixes("\u{20AC}"), after: SearchKey(token: token), limit: 1)
+        XCTAssertEqual(next.matches.map(\.user.localId), [String(repeating: "1", count: 128)])
+        XCTAssertFalse(next.more)
+    }
+
     func testTokensRoundTripAndAnythingElseIsRefused() {
         let k = SearchKey(text: Array("ann smith".utf8), uid: Array("uid\u{0}é".utf8), code: 0xC5)
         XCTAssertEqual(SearchKey(token: k.token), k)
         XCTAssertEqual(SearchKey(token: SearchKey(text: [], uid: [], code: 0).token), SearchKey(text: [], uid: [], code: 0))
-        for bad in ["", "uid-017", "s1.", "s1.!!!", "s1.AAAA", "s1." + String(repeating: "A", count: 4000), "s2." + String(k.token.dropFirst(3)),
+        for bad in ["", "uid-017", "s1.", "s1.!!!", "s1.AAAA", "s1." + String(repeating: "A", count: SearchKey.maxTokenLength), "s2." + String(k.token.dropFirst(3)),
                     "s1.AP____8"] {
             XCTAssertNil(SearchKey(token: bad), bad)
         }
