@@ -354,7 +354,7 @@ enum Router {
         RouteRow("DELETE", "/emulator/v1/projects/{project}[/tenants/{tenant}]/accounts", .emulator, .none, .bulk,
                  "wipe users", EmulatorAPI.wipeAccounts),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/users", .emulator, .none, .adaptive,
-                 "search users by uid, email, phone or name (`?q=&pageSize=&pageToken=`; the console's Users view)", UserSearch.handle),
+                 "search users by the start of a uid, email or email domain, phone number (with or without `+` and country code) or name word (`?q=&pageSize=&pageToken=`; the console's Users view; `matched`, with `matchedEstimated: true` when it is an upper bound past 1,000 matching words)", UserSearch.handle),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/verificationCodes:wait", .emulator, .none, .loop,
                  "long-poll for the next code (`?phoneNumber=&timeoutSeconds=`)", EmulatorAPI.waitForCode),
         RouteRow("GET", "/emulator/v1/projects/{project}[/tenants/{tenant}]/totpCode", .emulator, .none, .loop,

@@ -350,12 +350,15 @@ extension UserTable {
         func first(_ e: UInt32) -> Bool {
             let slot = UserSearchIndex.slot(e)
             if let f = firstOf[slot] { return f == e }
-            var best: (UInt32, SearchKey)?
-            for x in entries(slot: slot) where t.matchesAny(x, prefixes) {
-                let k = t.key(x)
-                if best.map({ k < $0.1 }) ?? true { best = (x, k) }
+            let matching = entries(slot: slot).filter { t.matchesAny($0, prefixes) }
+            var f = matching.first ?? e
+            if matching.count > 1 {
+                var best = t.key(f)
+                for x in matching.dropFirst() {
+                    let k = t.key(x)
+                    if k < best { (f, best) = (x, k) }
+                }
             }
-            let f = best?.0 ?? e
             firstOf[slot] = f
             return f == e
         }
