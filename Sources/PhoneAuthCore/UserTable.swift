@@ -285,27 +285,36 @@ extension UserTable {
         chunks[slot / Self.chunkSize].withUnsafeBufferPointer { UserSearchIndex.entries(of: $0[slot % Self.chunkSize], slot: slot) }
     }
 
+    /// Where `e` goes in the index, by its text as the record in its slot reads now (nil: no index). `search!` in
+    /// place each time, here and in the callers: a copy of the index held across a change would copy its blocks.
+    private func place(_ e: UInt32, _ t: SearchText) -> UserSearchIndex.Position? {
+        guard search != nil else { return nil }
+        let k = t.key(e)
+        return search!.partition { t.compare($0, k) < 0 }
+    }
+
+    /// Where `e` is. An entry not where its text says drops the index (the next search builds it again), never the
+    /// server.
+    private mutating func find(_ e: UInt32, _ t: SearchText) -> UserSearchIndex.Position? {
+        guard let p = place(e, t) else { return nil }
+        guard p < search!.end, search![p] == e else { search = nil; return nil }
+        return p
+    }
+
     /// Adds the entries of the record in `slot`.
     private mutating func indexInsert(slot: Int) {
         let t = searchText
         for e in entries(slot: slot) {
-            let k = t.key(e)
-            guard search != nil else { return }
-            let p = search!.partition { t.compare($0, k) < 0 }
+            guard let p = place(e, t) else { return }
             search!.insert(e, at: p)
         }
     }
 
-    /// Removes the entries of the record in `slot` (still there). An entry not where its text says drops the index
-    /// (the next search builds it again), never the server.
+    /// Removes the entries of the record in `slot` (still there).
     private mutating func indexRemove(slot: Int) {
         let t = searchText
         for e in entries(slot: slot) {
-            let k = t.key(e)
-            // `search!` in place each time: a copy of the index held across the removal would copy its blocks.
-            guard search != nil else { return }
-            let p = search!.partition { t.compare($0, k) < 0 }
-            guard p < search!.end, search![p] == e else { search = nil; return }
+            guard let p = find(e, t) else { return }
             search!.remove(at: p)
         }
     }
@@ -315,10 +324,7 @@ extension UserTable {
         let t = searchText
         var out: [(UserSearchIndex.Position, UInt32)] = []
         for e in entries(slot: slot) {
-            let k = t.key(e)
-            guard search != nil else { return [] }
-            let p = search!.partition { t.compare($0, k) < 0 }
-            guard p < search!.end, search![p] == e else { search = nil; return [] }
+            guard let p = find(e, t) else { return [] }
             out.append((p, e))
         }
         return out
