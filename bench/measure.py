@@ -512,8 +512,10 @@ def users_at_scale(d, n, reads=True):
             # The first search of a store builds its search index (UserSearchIndex.swift): timed alone, and the RSS it adds.
             for name, srv_ in (("1k", small), (k, big)):
                 t = time.perf_counter()
-                http("GET", srv_.url + "/emulator/v1/projects/demo-phone/users?q=Test%20User%201&pageSize=50")
+                status, body = http("GET", srv_.url + "/emulator/v1/projects/demo-phone/users?q=Test%20User%201&pageSize=50")
                 first_s = time.perf_counter() - t
+                if status != 200 or "matched" not in json.loads(body):
+                    raise SystemExit(f"the first console search at {name} answered {status}: {body[:200]!r}")
                 rows.append((f"first console search with {name} users (builds the search index) s", first_s, None, None))
                 summary[f"first_search_s_at_{name}"] = first_s
             indexed_rss = rss_mb(big.proc.pid)

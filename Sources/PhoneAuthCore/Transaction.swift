@@ -111,9 +111,6 @@ public struct AuthStore: Sendable {
     /// Builds the users' search index (derived state: nothing durable changes), for the console's search.
     public mutating func buildSearchIndex() { users.buildSearchIndex() }
 
-    /// Takes a search index built from a copy of `users` if they have not changed since (`UserTable.installSearchIndex`).
-    public mutating func installSearchIndex(_ built: UserTable.BuiltSearchIndex) -> Bool { users.installSearchIndex(built) }
-
     /// Saves `user`, keeping the phone index unique and current.
     /// Returns the record it replaced (moved out of the table, not copied: a sign-in saves its user every time).
     @discardableResult

@@ -1,7 +1,5 @@
 // # A store's users
 //
-import Synchronization
-
 // `AuthStore.users`: every user record of one project or tenant, by uid, with the uids in order for pages
 // (`list_users`, `batchGet`, the console). Built for a million users (issue 29):
 //
@@ -27,12 +25,6 @@ public struct UserTable: Sendable, Sequence {
     public private(set) var count = 0
     /// The console search's index (UserSearchIndex.swift): nil until the first search, kept by every change after.
     private var search: UserSearchIndex?
-    /// Which contents the table holds: a number no other table value (a copy changed another way included) has held,
-    /// new at every change. An index built from a copy fits this table while the numbers are equal.
-    public private(set) var version = UserTable.nextVersion()
-
-    private static let versions = Atomic<UInt64>(0)
-    private static func nextVersion() -> UInt64 { versions.add(1, ordering: .relaxed).newValue }
 
     public init() {}
 
@@ -98,7 +90,6 @@ public struct UserTable: Sendable, Sequence {
     /// Stores `user` under its uid; returns the record it replaced (moved out, not copied).
     @discardableResult
     public mutating func updateValue(_ user: UserRecord, forKey id: String) -> UserRecord? {
-        version = Self.nextVersion()
         if let i = slots[id].map(Int.init) {
             let reindex = search != nil && !chunks[i / Self.chunkSize].withUnsafeBufferPointer {
                 UserSearchIndex.sameEntries($0[i % Self.chunkSize], user)
@@ -132,7 +123,6 @@ public struct UserTable: Sendable, Sequence {
     @discardableResult
     public mutating func removeValue(forKey id: String) -> UserRecord? {
         guard let i = slots.removeValue(forKey: id).map(Int.init) else { return nil }
-        version = Self.nextVersion()
         let last = count - 1
         var moved: [(UserSearchIndex.Position, UInt32)] = []
         if search != nil {
@@ -218,26 +208,6 @@ extension UserTable {
     public mutating func buildSearchIndex() {
         guard search == nil, count <= UserSearchIndex.maxSlots else { return }
         search = Self.makeSearchIndex(chunks)
-    }
-
-    /// A search index built from this table as it is (a copy of the store's, read outside its lock), for
-    /// `installSearchIndex` on the store's table; nil when the table has more users than an index can name.
-    public struct BuiltSearchIndex: Sendable {
-        fileprivate let index: UserSearchIndex
-        fileprivate let version: UInt64
-    }
-
-    public func makeSearchIndex() -> BuiltSearchIndex? {
-        count <= UserSearchIndex.maxSlots ? BuiltSearchIndex(index: Self.makeSearchIndex(chunks), version: version) : nil
-    }
-
-    /// Takes `built` as the search index if it was built from these contents (no change since: the same `version`).
-    @discardableResult
-    public mutating func installSearchIndex(_ built: BuiltSearchIndex) -> Bool {
-        guard search == nil else { return true }
-        guard built.version == version else { return false }
-        search = built.index
-        return true
     }
 
     /// Sorts every entry of `chunks`: by a 16-byte folded prefix of the text first (integer comparisons), the full

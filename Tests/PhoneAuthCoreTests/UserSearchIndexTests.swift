@@ -177,30 +177,6 @@ final class UserSearchIndexTests: XCTestCase {
         assertSearches(t, users, queries: ["zo", "Zoe", "zo\u{EB}", "zoe\u{308}", "zoe\u{308} 1", "n1"])
     }
 
-    func testAnIndexBuiltFromACopyIsTakenOnlyWhileNothingChanged() {
-        var rng = SplitMix(seed: 11)
-        var t = UserTable()
-        var users: [String: UserRecord] = [:]
-        for i in 0..<200 {
-            let u = user("c\(i)", &rng)
-            t.updateValue(u, forKey: u.localId)
-            users[u.localId] = u
-        }
-        let copy = t
-        guard let built = copy.makeSearchIndex() else { return XCTFail("no index") }
-        var changed = t
-        changed.updateValue(user("c0", &rng), forKey: "c0")
-        XCTAssertFalse(changed.installSearchIndex(built))
-        XCTAssertFalse(changed.hasSearchIndex)
-        var removed = t
-        removed.removeValue(forKey: "c1")
-        XCTAssertFalse(removed.installSearchIndex(built))
-        var fresh = UserTable()
-        XCTAssertFalse(fresh.installSearchIndex(built))
-        XCTAssertTrue(t.installSearchIndex(built))
-        assertSearches(t, users)
-    }
-
     func testManyMatchesAreCountedAsAnUpperBound() {
         var t = UserTable()
         for i in 0..<1500 {
