@@ -28,13 +28,12 @@ enum SearchField: UInt32, CaseIterable, Sendable {
 struct UserSearchIndex: Sendable {
     /// Entries per block at most (an insertion into a full block splits it in two).
     static let blockSize = 1024
-    /// Slots an entry can name (24 bits): a store with more users is searched by a scan (`UserSearchScan`).
+    /// Slots an entry can name (24 bits): a store with more users is searched by a scan (`UserTable.searchScan`).
     static let maxSlots = 1 << 24
     /// Word starts past this byte offset are not indexed (6 bits).
     static let maxOffset = 63
 
     private(set) var blocks: [[UInt32]] = []
-    private(set) var count = 0
 
     @inline(__always) static func entry(slot: Int, field: SearchField, offset: Int) -> UInt32 {
         UInt32(truncatingIfNeeded: slot) << 8 | field.rawValue << 6 | UInt32(truncatingIfNeeded: offset)
@@ -164,12 +163,10 @@ struct UserSearchIndex: Sendable {
             blocks.append(Array(sorted[i..<j]))
             i = j
         }
-        count = sorted.count
     }
 
     /// Inserts `e` at `p` (where `partition` placed it).
     mutating func insert(_ e: UInt32, at p: Position) {
-        count += 1
         if blocks.isEmpty {
             blocks.append([e])
             return
@@ -187,7 +184,6 @@ struct UserSearchIndex: Sendable {
     }
 
     mutating func remove(at p: Position) {
-        count -= 1
         blocks[p.block].remove(at: p.index)
         if blocks[p.block].isEmpty { blocks.remove(at: p.block) }
     }

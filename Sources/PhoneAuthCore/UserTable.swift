@@ -307,7 +307,7 @@ extension UserTable {
     public func search(prefixes raw: [[UInt8]], after cursor: SearchKey?, limit: Int, countUpTo: Int = 1000) -> SearchPage {
         let prefixes = Self.searchPrefixes(raw)
         guard !prefixes.isEmpty else { return SearchPage() }
-        guard let idx = search else { return searchScan(prefixes: prefixes, after: cursor, limit: limit) }
+        guard let idx = search else { return scan(prefixes, after: cursor, limit: limit) }
         let t = searchText
         // One range per prefix that starts an entry (a number typed without `+` is a few hundred prefixes, most
         // starting nothing: one binary search each).
@@ -368,7 +368,11 @@ extension UserTable {
     /// The same matches by a pass over every user (a table without its index): each user's first matching entry,
     /// the `limit + 1` smallest after `cursor` kept in order.
     func searchScan(prefixes raw: [[UInt8]], after cursor: SearchKey?, limit: Int) -> SearchPage {
-        let prefixes = Self.searchPrefixes(raw)
+        scan(Self.searchPrefixes(raw), after: cursor, limit: limit)
+    }
+
+    /// `searchScan` of prefixes `searchPrefixes` made.
+    private func scan(_ prefixes: [[UInt8]], after cursor: SearchKey?, limit: Int) -> SearchPage {
         var page = SearchPage()
         guard !prefixes.isEmpty else { return page }
         let t = searchText
